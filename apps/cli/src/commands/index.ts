@@ -1,0 +1,4 @@
+import type { AnyCommand } from "./registry.js";
+
+/** Every top-level command, in the order `ckpt --help` lists them. */
+export const commands: readonly AnyCommand[] = [];

@@ -1,0 +1,16 @@
+import type { Argv } from "yargs";
+import type { CliIo, CommandOutcome, GlobalOptions } from "../io.js";
+
+/**
+ * A ckpt command: yargs wiring plus a handler that returns an outcome instead of printing, so
+ * the runner owns --json, --quiet and exit codes in one place.
+ */
+export interface CkptCommand<A = Record<string, unknown>> {
+  readonly command: string;
+  readonly describe: string;
+  readonly builder: (yargs: Argv) => Argv;
+  readonly run: (args: A & GlobalOptions, io: CliIo) => Promise<CommandOutcome>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: each command declares its own argument type
+export type AnyCommand = CkptCommand<any>;

@@ -1,0 +1,2 @@
+export { runCli } from "./run.js";
+export type { CliIo, CommandOutcome, GlobalOptions } from "./io.js";

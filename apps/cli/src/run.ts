@@ -1,0 +1,64 @@
+import yargs from "yargs";
+import { commands } from "./commands/index.js";
+import { describeError, UsageError } from "./errors.js";
+import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
+
+function write(stream: NodeJS.WritableStream, text: string): void {
+  if (text.length > 0) stream.write(text.endsWith("\n") ? text : `${text}\n`);
+}
+
+function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void {
+  if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
+  else if (!options.quiet || outcome.exitCode !== 0) write(io.stdout, outcome.human);
+}
+
+/** Runs `ckpt <argv>` and resolves to the exit code. Never calls process.exit. */
+export async function runCli(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
+  let outcome: CommandOutcome | undefined;
+  let globals: GlobalOptions = { json: argv.includes("--json"), quiet: argv.includes("--quiet") };
+  let helpText = "";
+  const parser = yargs([...argv])
+    .scriptName("ckpt")
+    .usage("ckpt <command> [options]\n\nThe life of an ML training checkpoint, provable at every step.")
+    .option("json", { type: "boolean", default: false, describe: "Print the report as JSON on stdout" })
+    .option("quiet", { type: "boolean", default: false, describe: "Print nothing on success" })
+    .strict()
+    .demandCommand(1, "Name a command; `ckpt --help` lists them.")
+    .recommendCommands()
+    .exitProcess(false)
+    .wrap(Math.min(110, process.stdout.columns ?? 110))
+    .epilogue("Exit codes: 0 ok, 1 failed or refused, 2 bad usage or unusable input. Docs: docs/cli.md")
+    .fail((message, error) => {
+      throw error ?? new UsageError(message);
+    });
+  for (const command of commands) {
+    parser.command(command.command, command.describe, command.builder, async (args) => {
+      globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
+      outcome = await command.run(args as never, io);
+    });
+  }
+  try {
+    await parser.parseAsync([...argv], {}, (_error, _args, output) => {
+      helpText = output;
+    });
+  } catch (error) {
+    const failure = describeError(error);
+    if (globals.json) {
+      write(
+        io.stdout,
+        JSON.stringify({ ok: false, error: { code: failure.code, message: failure.message } }, null, 2),
+      );
+    } else {
+      write(io.stderr, `ckpt: ${failure.message}`);
+      if (failure.code === "CLI_USAGE") write(io.stderr, "Run `ckpt --help` for usage.");
+    }
+    return failure.exitCode;
+  }
+  if (outcome === undefined) {
+    // --help or --version: yargs produced the text
+    write(io.stdout, helpText);
+    return 0;
+  }
+  emit(outcome, globals, io);
+  return outcome.exitCode;
+}

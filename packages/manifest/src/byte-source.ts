@@ -1,0 +1,58 @@
+import { open } from "node:fs/promises";
+
+/**
+ * Random-access bytes: a local file, an object-store object, a buffer. Readers (safetensors,
+ * torch zip, records) take this instead of a path so local and remote share one code path.
+ */
+export interface ByteSource {
+  /** A name for messages (a path or URI; never a secret). */
+  readonly name: string;
+  readonly size: number;
+  /** Reads exactly `length` bytes at `offset` into `into` (or a new buffer); short reads are errors. */
+  read(offset: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+/** A ByteSource over a local file, using positioned reads on one open handle. */
+export async function openFileByteSource(path: string): Promise<ByteSource> {
+  const handle = await open(path, "r");
+  const { size } = await handle.stat();
+  return {
+    name: path,
+    size,
+    async read(offset, length, into) {
+      if (offset < 0 || length < 0 || offset + length > size) {
+        throw new RangeError(`read of ${length} bytes at ${offset} is outside ${path} (${size} bytes)`);
+      }
+      const target = into ? into.subarray(0, length) : new Uint8Array(length);
+      let done = 0;
+      while (done < length) {
+        const { bytesRead } = await handle.read(target, done, length - done, offset + done);
+        if (bytesRead === 0) throw new RangeError(`${path} ended at ${offset + done} while reading`);
+        done += bytesRead;
+      }
+      return target;
+    },
+    close: () => handle.close(),
+  };
+}
+
+/** A ByteSource over bytes already in memory (tests, small records). */
+export function bufferByteSource(name: string, bytes: Uint8Array): ByteSource {
+  return {
+    name,
+    size: bytes.length,
+    async read(offset, length, into) {
+      if (offset < 0 || length < 0 || offset + length > bytes.length) {
+        throw new RangeError(
+          `read of ${length} bytes at ${offset} is outside ${name} (${bytes.length} bytes)`,
+        );
+      }
+      const view = bytes.subarray(offset, offset + length);
+      if (!into) return view;
+      into.set(view);
+      return into.subarray(0, length);
+    },
+    close: async () => {},
+  };
+}

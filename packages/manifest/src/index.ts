@@ -1,0 +1,9 @@
+// Public surface of @ckpt/manifest. Each block is owned by one area; add exports in your block.
+
+// --- errors and byte sources
+export { ManifestError, type ErrorKind } from "./errors.js";
+export { type ByteSource, openFileByteSource, bufferByteSource } from "./byte-source.js";
+
+// --- records, canonical JSON, layout, path safety (src/records, src/layout)
+
+// --- hashing and atomic local writes (src/hash, src/fs)

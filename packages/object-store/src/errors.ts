@@ -1,0 +1,35 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+export type ObjectStoreErrorCode =
+  | "STORE_BAD_URI"
+  | "STORE_BAD_CREDENTIALS"
+  | "STORE_INVALID_KEY"
+  | "STORE_NOT_FOUND"
+  | "STORE_ACCESS_DENIED"
+  | "STORE_CONDITIONAL_UNSUPPORTED"
+  | "STORE_PRECONDITION_UNCONFIRMED"
+  | "STORE_INTEGRITY"
+  | "STORE_TIMEOUT"
+  | "STORE_ABORTED"
+  | "STORE_TRANSIENT"
+  | "STORE_REQUEST_FAILED";
+
+export class ObjectStoreError extends Error {
+  override readonly name = "ObjectStoreError";
+  readonly code: ObjectStoreErrorCode;
+  readonly kind: ErrorKind;
+  /** The object key or URI the error is about (never a secret). */
+  readonly subject: string | undefined;
+
+  constructor(
+    code: ObjectStoreErrorCode,
+    message: string,
+    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "failed";
+    this.subject = options.subject;
+  }
+}
