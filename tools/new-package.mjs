@@ -55,7 +55,7 @@ write(
 );
 write(
   "vitest.config.ts",
-  'import { packageTests } from "../../tools/build/vitest.shared";\n\nexport default packageTests(import.meta.dirname);\n',
+  'import { packageTests } from "../../tools/build/vitest.shared.ts";\n\nexport default packageTests(import.meta.dirname);\n',
 );
 write("README.md", `# @ckpt/${name}\n\n${contract}\n`);
 write("src/index.ts", "export {};\n");

@@ -1,0 +1,90 @@
+import { resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+// @ts-expect-error plain ESM tool without type declarations
+import { checkUnit, importsOf, readWorkspace } from "../tools/layers.mjs";
+
+type Unit = Parameters<typeof checkUnit>[0];
+
+function unit(name: string, overrides: Partial<Record<string, unknown>> = {}): Unit {
+  return {
+    dir: `packages/${name}`,
+    name: `@ckpt/${name}`,
+    kind: "package",
+    deps: {},
+    devDeps: {},
+    sources: [],
+    ...overrides,
+  };
+}
+
+describe("layer check", () => {
+  it("finds static, dynamic and require imports", () => {
+    const text = `import { a } from "@ckpt/manifest";\nexport { b } from "./b.js";\nconst c = await import("@ckpt/tensors");\nconst d = require("node:fs");`;
+    expect(importsOf(text)).toEqual(["@ckpt/manifest", "./b.js", "@ckpt/tensors", "node:fs"]);
+  });
+
+  it("accepts an allowed, declared edge", () => {
+    const sound = unit("tensors", {
+      deps: { "@ckpt/manifest": "workspace:^" },
+      sources: [
+        { file: "packages/tensors/src/a.ts", text: 'import { x } from "@ckpt/manifest";', isTest: false },
+      ],
+    });
+    expect(checkUnit(sound)).toEqual([]);
+  });
+
+  it("refuses an import that points up the picture", () => {
+    const upward = unit("manifest", {
+      deps: { "@ckpt/tensors": "workspace:^" },
+      sources: [
+        { file: "packages/manifest/src/a.ts", text: 'import { x } from "@ckpt/tensors";', isTest: false },
+      ],
+    });
+    const problems = checkUnit(upward);
+    expect(problems.some((p: string) => p.includes("may not depend on @ckpt/tensors"))).toBe(true);
+    expect(problems.some((p: string) => p.includes("may not import @ckpt/tensors"))).toBe(true);
+  });
+
+  it("refuses undeclared imports, deep imports, dist paths and non-workspace ranges", () => {
+    const bad = unit("archive-reader", {
+      deps: { "@ckpt/object-store": "^0.1.0" },
+      sources: [
+        { file: "packages/archive-reader/src/a.ts", text: 'import "@ckpt/manifest";', isTest: false },
+        {
+          file: "packages/archive-reader/src/b.ts",
+          text: 'import "@ckpt/object-store/src/file";',
+          isTest: false,
+        },
+        {
+          file: "packages/archive-reader/test/c.test.ts",
+          text: 'import "../../tensors/dist/index.js";',
+          isTest: true,
+        },
+      ],
+    });
+    const problems = checkUnit(bad).join("\n");
+    expect(problems).toContain("must use the workspace: protocol");
+    expect(problems).toContain("without declaring it");
+    expect(problems).toContain("import only a package's public entry");
+    expect(problems).toContain("reaches into another package's files");
+  });
+
+  it("allows test-utils in tests only", () => {
+    const leak = unit("manifest", {
+      devDeps: { "@ckpt/test-utils": "workspace:*" },
+      sources: [
+        { file: "packages/manifest/src/a.ts", text: 'import "@ckpt/test-utils";', isTest: false },
+        { file: "packages/manifest/src/a.test.ts", text: 'import "@ckpt/test-utils";', isTest: true },
+      ],
+    });
+    const problems = checkUnit(leak);
+    expect(problems).toHaveLength(2);
+    expect(problems.every((p: string) => p.startsWith("packages/manifest/src/a.ts"))).toBe(true);
+  });
+
+  it("holds for the real workspace", () => {
+    const units = readWorkspace(resolve(import.meta.dirname, ".."));
+    expect(units.length).toBeGreaterThanOrEqual(11);
+    expect(units.flatMap(checkUnit)).toEqual([]);
+  });
+});

@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+// Fails (exit 1) when a package's imports or workspace dependencies break the layer picture.
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { checkUnit, readWorkspace } from "./layers.mjs";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+const units = readWorkspace(root);
+const problems = units.flatMap(checkUnit);
+if (problems.length > 0) {
+  for (const problem of problems) console.error(`layers: ${problem}`);
+  console.error(`layers: ${problems.length} problem(s); see docs/architecture.md for the allowed edges`);
+  process.exit(1);
+}
+console.log(`layers: ${units.length} workspace units follow the layer picture`);

@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+// Sums the vitest JSON reports in a directory into the one closing line CI reads:
+//   ci: N passed, N failed
+// A runner that failed without reporting a failed test (a crash, a config error) counts as one
+// failure, so a broken run can never print "0 failed".
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+
+const [reportDir, runnerExit = "0"] = process.argv.slice(2);
+if (!reportDir) {
+  console.error("usage: node tools/ci-summary.mjs <report-dir> [runner-exit-code]");
+  process.exit(2);
+}
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+const lines = [];
+for (const file of readdirSync(reportDir)
+  .filter((f) => f.endsWith(".json"))
+  .sort()) {
+  const report = JSON.parse(readFileSync(join(reportDir, file), "utf8"));
+  const p = report.numPassedTests ?? 0;
+  const f = (report.numFailedTests ?? 0) + (report.numFailedTestSuites ?? 0);
+  const s = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+  passed += p;
+  failed += f;
+  skipped += s;
+  lines.push(
+    `  ${file.replace(/\.json$/, "").padEnd(28)} ${String(p).padStart(5)} passed ${String(f).padStart(4)} failed ${String(s).padStart(3)} skipped`,
+  );
+}
+if (Number(runnerExit) !== 0 && failed === 0) failed = 1;
+console.log(lines.join("\n"));
+console.log(`ci: ${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}`);
+process.exit(failed > 0 ? 1 : 0);
