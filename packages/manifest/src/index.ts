@@ -7,3 +7,19 @@ export { type ByteSource, openFileByteSource, bufferByteSource } from "./byte-so
 // --- records, canonical JSON, layout, path safety (src/records, src/layout)
 
 // --- hashing and atomic local writes (src/hash, src/fs)
+export {
+  type AtomicWriteData,
+  type AtomicWriteResult,
+  type CommitLastOptions,
+  type CommitPayload,
+  type RemoveTemporariesOptions,
+  type TemporaryFile,
+  type WriteFileAtomicOptions,
+  commitLast,
+  findTemporaries,
+  fsyncDirectory,
+  fsyncFile,
+  removeTemporaries,
+  temporaryPathFor,
+  writeFileAtomic,
+} from "./fs/atomic.js";
