@@ -11,6 +11,22 @@ export type {
   ObjectStore,
   StoreCredentials,
 } from "./types.js";
-export { ObjectStoreError, type ObjectStoreErrorCode, type ErrorKind } from "./errors.js";
+export {
+  ObjectStoreError,
+  isTransientStoreError,
+  type ObjectStoreErrorCode,
+  type ErrorKind,
+} from "./errors.js";
 
 // --- uri parsing, credentials, openStore, backends, qualify (added by their owners)
+export { parseStoreUri, formatStoreUri, type StoreUri, type StoreScheme } from "./uri.js";
+export {
+  loadCredentials,
+  parseCredentials,
+  destinationIdentity,
+  sameDestination,
+  DEFAULT_S3_ENDPOINT,
+  DEFAULT_GCS_ENDPOINT,
+  MAX_CREDENTIALS_BYTES,
+} from "./credentials.js";
+export { redact, type RedactOptions } from "./redact.js";

@@ -49,7 +49,12 @@ export type PutBody =
   | { readonly stream: Readable; readonly size: number };
 
 export interface GetOptions extends CallOptions {
-  /** Inclusive start, exclusive end (end defaults to the object's end). */
+  /**
+   * Inclusive start, exclusive end (end defaults to the object's end; an end past the object's end
+   * is clamped to it). `start === end`, or `start === size` without an end, is an empty body (the
+   * object must still exist). Negative or non-integer bounds, `end < start` and `start > size` are
+   * `STORE_INVALID_RANGE`. A missing object is `STORE_NOT_FOUND`.
+   */
   readonly range?: { readonly start: number; readonly end?: number };
 }
 
