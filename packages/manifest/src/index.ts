@@ -23,3 +23,12 @@ export {
   temporaryPathFor,
   writeFileAtomic,
 } from "./fs/atomic.js";
+export {
+  type DirectoryDigest,
+  type DirectoryFileDigest,
+  hashDirectory,
+  hashFile,
+  hashFiles,
+  sha256Hex,
+} from "./hash/hash.js";
+export type { FileDigest, HashOptions, HashProgressEvent } from "./hash/engine.js";

@@ -1,0 +1,159 @@
+import { createHash } from "node:crypto";
+import { lstat, readdir, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { ManifestError } from "../errors.js";
+import {
+  abortedError,
+  DEFAULT_TUNING,
+  type FileDigest,
+  type HashOptions,
+  type HashTuning,
+  hashPlannedFiles,
+  type PlannedFile,
+} from "./engine.js";
+
+/** SHA-256 of bytes already in memory (a UTF-8 string is hashed as its bytes), lowercase hex. */
+export function sha256Hex(bytes: Uint8Array | string): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function planExplicitFile(path: string): Promise<PlannedFile> {
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(path);
+  } catch (error) {
+    throw new ManifestError(
+      "HASH_READ_FAILED",
+      `hash ${path}: ${describe(error)}. Check that the file exists and is readable.`,
+      { kind: "failed", file: path, cause: error },
+    );
+  }
+  if (!info.isFile()) {
+    throw new ManifestError(
+      "HASH_SPECIAL_FILE_REFUSED",
+      `hash ${path}: it is not a regular file; only regular files can be hashed.`,
+      { kind: "refused", file: path },
+    );
+  }
+  return { path, label: path, size: info.size, noFollow: false };
+}
+
+/** Streaming SHA-256 of one file. A file that changes while it is read fails with `HASH_FILE_CHANGED`. */
+export async function hashFile(path: string, options: HashOptions = {}): Promise<FileDigest> {
+  const [digest] = await hashPlannedFiles([await planExplicitFile(path)], options, path);
+  return digest!;
+}
+
+/**
+ * SHA-256 of several files, in parallel across worker threads. Keys are the paths as given.
+ * Symbolic links given explicitly are followed; use `hashDirectory` for untrusted trees.
+ */
+export async function hashFiles(
+  paths: readonly string[],
+  options: HashOptions = {},
+): Promise<Map<string, FileDigest>> {
+  return hashFilesTuned(paths, options, DEFAULT_TUNING);
+}
+
+/** `hashFiles` with internal tuning, for tests that need worker threads on small files. */
+export async function hashFilesTuned(
+  paths: readonly string[],
+  options: HashOptions,
+  tuning: HashTuning,
+): Promise<Map<string, FileDigest>> {
+  const unique = [...new Set(paths)];
+  const planned: PlannedFile[] = [];
+  for (const path of unique) planned.push(await planExplicitFile(path));
+  const digests = await hashPlannedFiles(planned, options, `${unique.length} files`, tuning);
+  return new Map(unique.map((path, index) => [path, digests[index]!]));
+}
+
+/** One file of a directory inventory. */
+export interface DirectoryFileDigest extends FileDigest {
+  /** Relative to the directory, POSIX separators. */
+  path: string;
+}
+
+export interface DirectoryDigest {
+  /** Every regular file under the directory, sorted by `path` (code-unit order). */
+  files: DirectoryFileDigest[];
+  /** Sum of the file sizes. */
+  size: number;
+}
+
+function compareCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * Lists the regular files under `root`, refusing symbolic links and special files anywhere inside
+ * (a link in a checkpoint could point anywhere; a FIFO would block the reader).
+ */
+async function walk(root: string, signal: AbortSignal | undefined): Promise<PlannedFile[]> {
+  const files: PlannedFile[] = [];
+  const visit = async (relativeDir: string) => {
+    if (signal?.aborted) throw abortedError(root);
+    const absoluteDir = relativeDir === "" ? root : join(root, relativeDir);
+    let names: string[];
+    try {
+      names = await readdir(absoluteDir);
+    } catch (error) {
+      throw new ManifestError(
+        "HASH_READ_FAILED",
+        `hash ${absoluteDir}: ${describe(error)}. Check that the directory exists and is readable.`,
+        { kind: "failed", file: absoluteDir, cause: error },
+      );
+    }
+    for (const name of names.sort(compareCodeUnits)) {
+      const relative = relativeDir === "" ? name : `${relativeDir}/${name}`;
+      const absolute = join(absoluteDir, name);
+      let info: Awaited<ReturnType<typeof lstat>>;
+      try {
+        info = await lstat(absolute);
+      } catch (error) {
+        throw new ManifestError(
+          "HASH_READ_FAILED",
+          `hash ${absolute}: ${describe(error)}. Was it removed while the directory was listed?`,
+          { kind: "failed", file: absolute, cause: error },
+        );
+      }
+      if (info.isSymbolicLink()) {
+        throw new ManifestError(
+          "HASH_SYMLINK_REFUSED",
+          `hash ${absolute}: it is a symbolic link; symbolic links inside a checkpoint are refused so nothing outside it is read. Replace it with the file itself.`,
+          { kind: "refused", file: absolute },
+        );
+      }
+      if (info.isDirectory()) await visit(relative);
+      else if (info.isFile())
+        files.push({ path: absolute, label: relative, size: info.size, noFollow: true });
+      else {
+        throw new ManifestError(
+          "HASH_SPECIAL_FILE_REFUSED",
+          `hash ${absolute}: it is not a regular file or directory; only regular files can be hashed.`,
+          { kind: "refused", file: absolute },
+        );
+      }
+    }
+  };
+  await visit("");
+  // Per-directory sorting is not a global sort ("a/b" vs "a.txt"), so sort the full paths.
+  return files.sort((a, b) => compareCodeUnits(a.label, b.label));
+}
+
+/**
+ * Inventory of a directory tree: relative POSIX path, size and SHA-256 of every regular file,
+ * sorted. Progress events name files by their relative path.
+ */
+export async function hashDirectory(dir: string, options: HashOptions = {}): Promise<DirectoryDigest> {
+  const files = await walk(dir, options.signal);
+  const digests = await hashPlannedFiles(files, options, dir);
+  return {
+    files: files.map((file, index) => ({ path: file.label, ...digests[index]! })),
+    size: files.reduce((sum, file) => sum + file.size, 0),
+  };
+}

@@ -1,0 +1,101 @@
+import { Worker } from "node:worker_threads";
+import { ManifestError } from "../errors.js";
+import { type HashJob, type HashOutcome, hashPath } from "./core.js";
+
+/** Messages a hashing worker posts back. */
+export type WorkerMessage =
+  | { type: "bytes"; id: number; bytes: number }
+  | { type: "done"; id: number; outcome: HashOutcome };
+
+// The worker runs from source text so vitest (TypeScript sources), the ESM build and the CJS build
+// load it the same way, with no worker file to resolve. `import()` works whether Node evaluates it
+// as a script or as a module (a parent started with --input-type=module passes that on).
+const WORKER_SOURCE = `"use strict";
+const hashPath = ${hashPath.toString()};
+(async () => {
+  const { parentPort, workerData } = await import("node:worker_threads");
+  const { createHash } = await import("node:crypto");
+  const { open } = await import("node:fs/promises");
+  const { constants } = await import("node:fs");
+  const io = {
+    open,
+    createHash,
+    flags: { read: constants.O_RDONLY, noFollow: constants.O_NOFOLLOW, nonBlock: constants.O_NONBLOCK },
+  };
+  const { chunkSize, reportMs } = workerData;
+  const buffers = [Buffer.allocUnsafe(chunkSize), Buffer.allocUnsafe(chunkSize)];
+  parentPort.on("message", async (job) => {
+    let unreported = 0;
+    let last = Date.now();
+    const onBytes = (bytes) => {
+      if (reportMs < 0) return;
+      unreported += bytes;
+      const now = Date.now();
+      if (now - last < reportMs) return;
+      parentPort.postMessage({ type: "bytes", id: job.id, bytes: unreported });
+      unreported = 0;
+      last = now;
+    };
+    const outcome = await hashPath(io, job, buffers, onBytes, () => false);
+    parentPort.postMessage({ type: "done", id: job.id, outcome });
+  });
+})();
+`;
+
+/**
+ * One hashing worker thread. It hashes one job at a time; `run` resolves with the outcome. Bytes
+ * hashed but not yet reported by a `bytes` message are left for the caller to account at `done`.
+ */
+export class HashWorker {
+  private readonly worker: Worker;
+  private current:
+    | { id: number; resolve: (outcome: HashOutcome) => void; reject: (error: Error) => void }
+    | undefined;
+  private failure: ManifestError | undefined;
+
+  constructor(
+    subject: string,
+    chunkSize: number,
+    reportMs: number,
+    onBytes: (id: number, bytes: number) => void,
+  ) {
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { chunkSize, reportMs } });
+    this.worker.on("message", (message: WorkerMessage) => {
+      if (message.type === "bytes") {
+        onBytes(message.id, message.bytes);
+        return;
+      }
+      const current = this.current;
+      this.current = undefined;
+      current?.resolve(message.outcome);
+    });
+    const fail = (cause: Error) => {
+      const error = new ManifestError(
+        "HASH_WORKER_FAILED",
+        `hash ${subject}: a hashing thread failed: ${cause.message}.`,
+        { kind: "failed", cause },
+      );
+      this.failure ??= error;
+      const current = this.current;
+      this.current = undefined;
+      current?.reject(error);
+    };
+    this.worker.on("error", fail);
+    this.worker.on("exit", (code) => fail(new Error(`it exited with code ${code}`)));
+  }
+
+  run(job: HashJob): Promise<HashOutcome> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise((resolve, reject) => {
+      this.current = { id: job.id, resolve, reject };
+      this.worker.postMessage(job);
+    });
+  }
+
+  async terminate(): Promise<void> {
+    this.failure ??= new ManifestError("HASH_ABORTED", "hash: the hashing thread was stopped.", {
+      kind: "failed",
+    });
+    await this.worker.terminate();
+  }
+}
