@@ -1,0 +1,384 @@
+import { readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { DType } from "../dtypes.js";
+import { TensorsError } from "../errors.js";
+import { MAX_PICKLE_BYTES, refuseGlobal, type UnpicklePolicy, unpickle } from "../torch/pickle/unpickler.js";
+import { PickleDict, PickleGlobal, PickleObject, PickleTuple } from "../torch/pickle/values.js";
+import { truncateForMessage } from "../torch/text.js";
+import { TORCH_DTYPE_NAMES } from "../torch/torch-types.js";
+
+/** The file torch.distributed.checkpoint writes next to its shards. */
+export const DCP_METADATA_FILE = ".metadata";
+/** Dimensions of one DCP tensor (same bound as torch tensors). */
+export const MAX_DCP_TENSOR_DIMS = 64;
+
+const METADATA_MODULE = "torch.distributed.checkpoint.metadata";
+const FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem";
+/** Dataclasses DCP pickles with NEWOBJ + BUILD; their state is their field dict. */
+const DATACLASSES = new Set([
+  `${METADATA_MODULE}.Metadata`,
+  `${METADATA_MODULE}.TensorStorageMetadata`,
+  `${METADATA_MODULE}.ChunkStorageMetadata`,
+  `${METADATA_MODULE}.BytesStorageMetadata`,
+  `${METADATA_MODULE}.TensorProperties`,
+  `${METADATA_MODULE}.MetadataIndex`,
+  `${METADATA_MODULE}.StorageMeta`,
+  `${FILESYSTEM_MODULE}._StorageInfo`,
+]);
+/** Constants that appear as values (layouts, memory formats); never called. */
+const TORCH_CONSTANTS = new Set([
+  "strided",
+  "sparse_coo",
+  "contiguous_format",
+  "channels_last",
+  "preserve_format",
+]);
+
+/** One stored piece: which file, where, how long. */
+export interface DcpStorageInfo {
+  readonly relativePath: string;
+  readonly offset: number;
+  readonly length: number;
+  readonly transformDescriptors: readonly string[];
+}
+
+export interface DcpChunk {
+  readonly offsets: readonly number[];
+  readonly sizes: readonly number[];
+  /** Where the chunk's bytes are; undefined when storage_data has no entry for it. */
+  readonly storage: DcpStorageInfo | undefined;
+}
+
+export interface DcpTensor {
+  readonly fqn: string;
+  /** The element type in ckpt's names, when ckpt has one (complex types do not). */
+  readonly dtype: DType | undefined;
+  /** torch's name for the element type, e.g. "bfloat16". */
+  readonly torchDtype: string;
+  /** The global (unsharded) shape. */
+  readonly shape: readonly number[];
+  readonly chunks: readonly DcpChunk[];
+}
+
+export interface DcpBytesEntry {
+  readonly fqn: string;
+  readonly storage: DcpStorageInfo | undefined;
+}
+
+export interface DcpMetadata {
+  readonly file: string;
+  readonly tensors: readonly DcpTensor[];
+  readonly bytes: readonly DcpBytesEntry[];
+  /** Every storage entry, in metadata order. */
+  readonly storage: readonly (DcpStorageInfo & {
+    readonly fqn: string;
+    readonly chunkOffsets: readonly number[] | undefined;
+  })[];
+  /** Each referenced file once, with the least length it must have (max offset + length). */
+  readonly files: readonly { readonly relativePath: string; readonly requiredLength: number }[];
+  readonly version: string | undefined;
+}
+
+function dcpPolicy(file: string): UnpicklePolicy {
+  const fail = (code: string, message: string): never => {
+    throw new TensorsError(code, `unpickle ${DCP_METADATA_FILE} of ${file}: ${message}`, { file });
+  };
+  const allowed = (module: string, name: string): boolean => {
+    const q = `${module}.${name}`;
+    if (DATACLASSES.has(q) || q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING`) return true;
+    if (q === "collections.OrderedDict" || q === "torch.Size" || q === "_codecs.encode") return true;
+    if (module === "pathlib" && (name === "PosixPath" || name === "PurePosixPath")) return true;
+    return (
+      module === "torch" &&
+      (Object.hasOwn(TORCH_DTYPE_NAMES, name) || TORCH_CONSTANTS.has(name) || name.startsWith("complex"))
+    );
+  };
+  return {
+    resolveGlobal(module, name) {
+      if (!allowed(module, name)) refuseGlobal(module, name, file, DCP_METADATA_FILE);
+      return new PickleGlobal(module, name);
+    },
+    call(callable, args) {
+      const q = callable.qualifiedName;
+      if (q === "collections.OrderedDict" && args.length === 0) return new PickleDict(true);
+      if (q === "torch.Size" && args.length === 1 && args[0] instanceof PickleTuple) return args[0];
+      if (q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING` && args.length === 1)
+        return new PickleObject(callable, args);
+      if (callable.module === "pathlib" && args.every((a) => typeof a === "string")) return args.join("/");
+      if (
+        q === "_codecs.encode" &&
+        typeof args[0] === "string" &&
+        (args[1] === "latin1" || args[1] === "latin-1")
+      ) {
+        return Uint8Array.from(args[0], (c) => c.charCodeAt(0) & 0xff);
+      }
+      return fail("PICKLE_CALL_REFUSED", `${truncateForMessage(q)} cannot be called this way`);
+    },
+    newObject(cls, args) {
+      if (!DATACLASSES.has(cls.qualifiedName)) {
+        return fail(
+          "PICKLE_CALL_REFUSED",
+          `NEWOBJ of ${truncateForMessage(cls.qualifiedName)} is not allowed`,
+        );
+      }
+      return new PickleObject(cls, args);
+    },
+    build(target, state) {
+      if (target instanceof PickleObject && target.state === null) {
+        target.state = state;
+        return;
+      }
+      if (target instanceof PickleDict && state instanceof PickleDict) {
+        for (const [key, value] of state.map) if (typeof key === "string") target.attributes.set(key, value);
+        return;
+      }
+      fail("PICKLE_INVALID", "BUILD on something other than a fresh DCP object");
+    },
+    persistentLoad() {
+      return fail("PICKLE_OPCODE_REFUSED", "persistent ids do not occur in DCP metadata");
+    },
+  };
+}
+
+/** Parses the bytes of a DCP `.metadata` pickle with the DCP allow-list. */
+export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
+  const invalid = (message: string): never => {
+    throw new TensorsError("DCP_METADATA_INVALID", `read DCP metadata ${file}: ${message}`, { file });
+  };
+  const root = unpickle(bytes, dcpPolicy(file), file, DCP_METADATA_FILE);
+  const isA = (value: unknown, name: string): value is PickleObject =>
+    value instanceof PickleObject && value.cls.name === name;
+  const field = (obj: PickleObject, name: string): unknown => {
+    const { state } = obj;
+    if (state instanceof PickleDict) return state.map.get(name);
+    // Dataclasses with a `__dict__` and slots state pickle as (dict, slots).
+    if (state instanceof PickleTuple && state.items[0] instanceof PickleDict)
+      return state.items[0].map.get(name);
+    return undefined;
+  };
+  const ints = (value: unknown, what: string): number[] => {
+    const items =
+      value instanceof PickleTuple
+        ? value.items
+        : Array.isArray(value)
+          ? value
+          : invalid(`${what} is not a tuple`);
+    if (items.length > MAX_DCP_TENSOR_DIMS)
+      invalid(`${what} has ${items.length} dimensions; max ${MAX_DCP_TENSOR_DIMS}`);
+    return items.map((n) =>
+      typeof n === "number" && Number.isSafeInteger(n) && n >= 0
+        ? n
+        : invalid(`${what} holds ${truncateForMessage(String(n))}`),
+    );
+  };
+  const count = (value: unknown, what: string): number =>
+    typeof value === "number" && Number.isSafeInteger(value) && value >= 0
+      ? value
+      : invalid(`${what} is not a non-negative integer`);
+  if (!isA(root, "Metadata")) return invalid("the pickle is not a torch.distributed.checkpoint Metadata");
+  const sdm = field(root, "state_dict_metadata");
+  if (!(sdm instanceof PickleDict)) return invalid("state_dict_metadata is not a dict");
+
+  const storageByKey = new Map<string, DcpStorageInfo>();
+  const storage: DcpMetadata["storage"][number][] = [];
+  const storageData = field(root, "storage_data");
+  if (storageData !== null && storageData !== undefined) {
+    if (!(storageData instanceof PickleDict)) return invalid("storage_data is not a dict");
+    for (const [key, value] of storageData.map) {
+      if (!isA(key, "MetadataIndex") || !isA(value, "_StorageInfo"))
+        return invalid("storage_data is not MetadataIndex -> _StorageInfo");
+      const fqn = field(key, "fqn");
+      if (typeof fqn !== "string") return invalid("a MetadataIndex has no fqn");
+      const offsetValue = field(key, "offset");
+      const chunkOffsets =
+        offsetValue === null || offsetValue === undefined ? undefined : ints(offsetValue, `offset of ${fqn}`);
+      const relativePath = field(value, "relative_path");
+      if (typeof relativePath !== "string")
+        return invalid(`storage of ${truncateForMessage(fqn)} has no relative_path`);
+      checkRelativePath(relativePath, file);
+      const descriptors = field(value, "transform_descriptors");
+      const info: DcpStorageInfo = {
+        relativePath,
+        offset: count(field(value, "offset"), `storage offset of ${fqn}`),
+        length: count(field(value, "length"), `storage length of ${fqn}`),
+        transformDescriptors:
+          Array.isArray(descriptors) || descriptors instanceof PickleTuple
+            ? (Array.isArray(descriptors) ? descriptors : descriptors.items).map(String)
+            : [],
+      };
+      if (!Number.isSafeInteger(info.offset + info.length))
+        invalid(`storage of ${truncateForMessage(fqn)} ends past 2^53`);
+      storageByKey.set(`${fqn}\u0000${chunkOffsets?.join(",") ?? ""}`, info);
+      storage.push({ ...info, fqn, chunkOffsets });
+    }
+  }
+
+  const tensors: DcpTensor[] = [];
+  const bytesEntries: DcpBytesEntry[] = [];
+  for (const [fqn, value] of sdm.map) {
+    if (typeof fqn !== "string") return invalid("a state_dict_metadata key is not a string");
+    if (isA(value, "BytesStorageMetadata")) {
+      bytesEntries.push({ fqn, storage: storageByKey.get(`${fqn}\u0000`) });
+      continue;
+    }
+    if (!isA(value, "TensorStorageMetadata"))
+      return invalid(`entry ${truncateForMessage(fqn)} is neither tensor nor bytes metadata`);
+    const properties = field(value, "properties");
+    let dtypeGlobal: unknown;
+    if (isA(properties, "TensorProperties")) {
+      const state = properties.state;
+      // Current torch pickles TensorProperties as a tuple (dtype, layout, requires_grad, memory format, pin_memory).
+      dtypeGlobal = state instanceof PickleTuple ? state.items[0] : field(properties, "dtype");
+    }
+    if (!(dtypeGlobal instanceof PickleGlobal))
+      return invalid(`tensor ${truncateForMessage(fqn)} has no dtype`);
+    const chunksValue = field(value, "chunks");
+    if (!Array.isArray(chunksValue)) return invalid(`tensor ${truncateForMessage(fqn)} has no chunk list`);
+    const shape = ints(field(value, "size"), `size of ${fqn}`);
+    const chunks = chunksValue.map((chunk): DcpChunk => {
+      if (!isA(chunk, "ChunkStorageMetadata"))
+        return invalid(`a chunk of ${truncateForMessage(fqn)} is not ChunkStorageMetadata`);
+      const offsets = ints(field(chunk, "offsets"), `chunk offsets of ${fqn}`);
+      const sizes = ints(field(chunk, "sizes"), `chunk sizes of ${fqn}`);
+      if (
+        offsets.length !== shape.length ||
+        sizes.length !== shape.length ||
+        offsets.some((o, d) => o + sizes[d]! > shape[d]!)
+      ) {
+        invalid(`a chunk of ${truncateForMessage(fqn)} lies outside its shape [${shape}]`);
+      }
+      return { offsets, sizes, storage: storageByKey.get(`${fqn}\u0000${offsets.join(",")}`) };
+    });
+    tensors.push({
+      fqn,
+      dtype: TORCH_DTYPE_NAMES[dtypeGlobal.name],
+      torchDtype: dtypeGlobal.name,
+      shape,
+      chunks,
+    });
+  }
+
+  const required = new Map<string, number>();
+  for (const s of storage)
+    required.set(s.relativePath, Math.max(required.get(s.relativePath) ?? 0, s.offset + s.length));
+  const version = field(root, "version");
+  return {
+    file,
+    tensors,
+    bytes: bytesEntries,
+    storage,
+    files: [...required].map(([relativePath, requiredLength]) => ({ relativePath, requiredLength })),
+    version: typeof version === "string" ? version : undefined,
+  };
+}
+
+function checkRelativePath(path: string, file: string): void {
+  const parts = path.split("/");
+  if (
+    path === "" ||
+    path.startsWith("/") ||
+    path.includes("\\") ||
+    path.includes("\0") ||
+    path.includes("://") ||
+    parts.some((p) => p === ".." || p === "." || p === "")
+  ) {
+    throw new TensorsError(
+      "DCP_PATH_UNSAFE",
+      `read DCP metadata ${file}: storage path ${truncateForMessage(path)} is not a safe relative path`,
+      {
+        file,
+      },
+    );
+  }
+}
+
+/** Reads `<dir>/.metadata` of a torch.distributed.checkpoint directory. */
+export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
+  const path = join(dir, DCP_METADATA_FILE);
+  let info: Awaited<ReturnType<typeof stat>>;
+  try {
+    info = await stat(path);
+  } catch (cause) {
+    throw new TensorsError("DCP_METADATA_MISSING", `read DCP metadata ${path}: ${(cause as Error).message}`, {
+      file: path,
+      cause,
+    });
+  }
+  if (info.size > MAX_PICKLE_BYTES) {
+    throw new TensorsError(
+      "PICKLE_TOO_LARGE",
+      `read DCP metadata ${path}: ${info.size} bytes; max ${MAX_PICKLE_BYTES}`,
+      { file: path },
+    );
+  }
+  return parseDcpMetadata(new Uint8Array(await readFile(path)), path);
+}
+
+export type DcpProblemCode = "DCP_FILE_MISSING" | "DCP_FILE_SHORT" | "DCP_CHUNK_UNSTORED" | (string & {});
+
+export interface DcpProblem {
+  readonly code: DcpProblemCode;
+  /** Relative to the checkpoint directory. */
+  readonly file: string;
+  readonly message: string;
+}
+
+export interface DcpCheckResult {
+  readonly ok: boolean;
+  readonly problems: readonly DcpProblem[];
+  readonly metadata: DcpMetadata | undefined;
+}
+
+/**
+ * Proves a DCP directory complete: every file the metadata references exists and is at least as
+ * long as its last stored piece, and every tensor chunk has a storage entry. Unreadable metadata
+ * is a problem too (its TensorsError code), not a throw.
+ */
+export async function checkDcpDirectory(dir: string): Promise<DcpCheckResult> {
+  let metadata: DcpMetadata;
+  try {
+    metadata = await readDcpMetadata(dir);
+  } catch (error) {
+    if (!(error instanceof TensorsError)) throw error;
+    return {
+      ok: false,
+      problems: [{ code: error.code, file: DCP_METADATA_FILE, message: error.message }],
+      metadata: undefined,
+    };
+  }
+  const problems: DcpProblem[] = [];
+  for (const tensor of metadata.tensors) {
+    tensor.chunks.forEach((chunk, i) => {
+      if (!chunk.storage) {
+        problems.push({
+          code: "DCP_CHUNK_UNSTORED",
+          file: DCP_METADATA_FILE,
+          message: `chunk ${i} (offsets [${chunk.offsets}]) of ${truncateForMessage(tensor.fqn)} has no storage entry`,
+        });
+      }
+    });
+  }
+  for (const { relativePath, requiredLength } of metadata.files) {
+    let size: number;
+    try {
+      const info = await stat(join(dir, relativePath));
+      if (!info.isFile()) throw new Error("not a regular file");
+      size = info.size;
+    } catch (error) {
+      problems.push({
+        code: "DCP_FILE_MISSING",
+        file: relativePath,
+        message: `${relativePath}: ${(error as Error).message}`,
+      });
+      continue;
+    }
+    if (size < requiredLength) {
+      problems.push({
+        code: "DCP_FILE_SHORT",
+        file: relativePath,
+        message: `${relativePath} is ${size} bytes; the metadata needs ${requiredLength}`,
+      });
+    }
+  }
+  return { ok: problems.length === 0, problems, metadata };
+}

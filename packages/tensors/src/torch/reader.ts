@@ -1,0 +1,289 @@
+import type { ByteSource } from "@ckpt/manifest";
+import { dtypeSize, type TensorInfo } from "../dtypes.js";
+import { TensorsError } from "../errors.js";
+import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
+import { PickleDict, PickleTuple } from "./pickle/values.js";
+import { type TorchStorageRef, TorchTensor, torchPolicy } from "./tensor-policy.js";
+import { truncateForMessage } from "./text.js";
+import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.js";
+
+/** Depth of nested containers walked when naming tensors; real checkpoints nest < 10. */
+export const MAX_TREE_DEPTH = 256;
+/** Container slots visited when naming tensors; a shared sub-list referenced twice per level would explode. */
+export const MAX_TREE_NODES = 20_000_000;
+/** `version` and `byteorder` records are a few bytes. */
+export const MAX_SMALL_RECORD_BYTES = 64;
+/** torch writes format version 3; versions 1..MAX_TORCH_FORMAT_VERSION use the same layout. */
+export const MAX_TORCH_FORMAT_VERSION = 10;
+
+/** The first bytes of the legacy (pre-1.6, `_use_new_zipfile_serialization=False`) format: PROTO 2, LONG1 magic. */
+const LEGACY_MAGIC = Uint8Array.from([
+  0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+]);
+
+/** One tensor of a torch file: what it is and where its elements are. */
+export interface TorchTensorEntry extends TensorInfo {
+  readonly storageKey: string;
+  /** In elements. */
+  readonly storageOffset: number;
+  /** In elements. */
+  readonly stride: readonly number[];
+  readonly contiguous: boolean;
+  readonly tensor: TorchTensor;
+}
+
+export interface TorchFile {
+  /** The archive's single top-level folder (`archive`, or the file name torch saved to). */
+  readonly prefix: string;
+  /** The unpickled structure, tensors as TorchTensor references. */
+  readonly root: unknown;
+  readonly tensors: readonly TorchTensorEntry[];
+  /** The tensor's elements, contiguous row-major little-endian (a copy for strided views). */
+  readTensor(entry: TorchTensorEntry, into?: Uint8Array): Promise<Uint8Array>;
+  close(): Promise<void>;
+}
+
+function fileError(code: string, file: string, message: string, tensor?: string): TensorsError {
+  return new TensorsError(code, `read torch file ${file}: ${message}`, { file, tensor });
+}
+
+function keySegment(key: unknown, index: number): string {
+  if (typeof key === "string") return key;
+  if (typeof key === "number" || typeof key === "bigint" || typeof key === "boolean") return String(key);
+  return `#${index}`;
+}
+
+/** Lists the tensors of a tree, nested keys joined with "."; bounded in depth and visits. */
+export function collectTensors(root: unknown, file: string): { name: string; tensor: TorchTensor }[] {
+  const found: { name: string; tensor: TorchTensor }[] = [];
+  let visits = 0;
+  const walk = (value: unknown, path: string, depth: number): void => {
+    if (++visits > MAX_TREE_NODES)
+      throw fileError("PICKLE_TOO_LARGE", file, `more than ${MAX_TREE_NODES} values`);
+    if (value instanceof TorchTensor) {
+      found.push({ name: path, tensor: value });
+      return;
+    }
+    const children: [string, unknown][] = [];
+    if (value instanceof PickleDict) {
+      let i = 0;
+      for (const [key, child] of value.map) children.push([keySegment(key, i++), child]);
+    } else if (Array.isArray(value) || value instanceof PickleTuple) {
+      const items = Array.isArray(value) ? value : value.items;
+      for (const [i, child] of items.entries()) children.push([String(i), child]);
+    } else {
+      return;
+    }
+    if (children.length > 0 && depth >= MAX_TREE_DEPTH) {
+      throw fileError("PICKLE_TOO_DEEP", file, `containers nest deeper than ${MAX_TREE_DEPTH}`);
+    }
+    for (const [segment, child] of children)
+      walk(child, path === "" ? segment : `${path}.${segment}`, depth + 1);
+  };
+  walk(root, "", 0);
+  return found;
+}
+
+function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
+  return bytes.length >= prefix.length && prefix.every((b, i) => bytes[i] === b);
+}
+
+async function readSmallRecord(zip: ZipArchive, member: ZipMember): Promise<string> {
+  return Buffer.from(await zip.readMember(member, MAX_SMALL_RECORD_BYTES)).toString("latin1");
+}
+
+/**
+ * Opens a torch.save zip file. Reads the central directory, `version` and `data.pkl` only; tensor
+ * bytes are read by `readTensor` with positioned reads on their member.
+ */
+export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
+  const file = source.name;
+  const head = await readAt(source, 0, Math.min(source.size, LEGACY_MAGIC.length));
+  if (startsWith(head, LEGACY_MAGIC)) {
+    throw fileError(
+      "TORCH_LEGACY_FORMAT",
+      file,
+      "this is the legacy non-zip torch format (saved with _use_new_zipfile_serialization=False or torch < 1.6)." +
+        " Re-save it with a current torch.save",
+    );
+  }
+  const zip = await openZip(source);
+  const first = zip.members[0];
+  const slash = first ? first.name.indexOf("/") : -1;
+  if (!first || slash <= 0)
+    throw fileError("TORCH_RECORD_MISSING", file, "the archive has no top-level folder");
+  const prefix = first.name.slice(0, slash);
+  for (const member of zip.members) {
+    if (!member.name.startsWith(`${prefix}/`)) {
+      throw fileError(
+        "TORCH_MIXED_PREFIXES",
+        file,
+        `member ${truncateForMessage(member.name)} is outside the archive folder ${truncateForMessage(prefix)} (torch refuses mixed prefixes)`,
+      );
+    }
+  }
+  const record = (name: string): ZipMember => {
+    const member = zip.member(`${prefix}/${name}`);
+    if (!member)
+      throw fileError("TORCH_RECORD_MISSING", file, `no ${truncateForMessage(`${prefix}/${name}`)} record`);
+    return member;
+  };
+  const pickleMember = record("data.pkl");
+  const versionText = (await readSmallRecord(zip, record("version"))).trim();
+  const version = Number(versionText);
+  if (!/^\d+$/.test(versionText) || version < 1 || version > MAX_TORCH_FORMAT_VERSION) {
+    throw fileError(
+      "TORCH_VERSION_UNSUPPORTED",
+      file,
+      `format version ${truncateForMessage(versionText)}; supported 1..${MAX_TORCH_FORMAT_VERSION}`,
+    );
+  }
+  const byteorderMember = zip.member(`${prefix}/byteorder`);
+  if (byteorderMember) {
+    const order = (await readSmallRecord(zip, byteorderMember)).trim();
+    if (order !== "little") {
+      throw fileError(
+        "TORCH_BYTEORDER_UNSUPPORTED",
+        file,
+        `byteorder ${truncateForMessage(order)}; only little-endian files are read`,
+      );
+    }
+  }
+  const pickle = await zip.readMember(pickleMember, MAX_PICKLE_BYTES);
+  const root = unpickle(pickle, torchPolicy(file), file, "data.pkl");
+
+  const storageMembers = new Map<string, ZipMember>();
+  const tensors: TorchTensorEntry[] = [];
+  const names = new Set<string>();
+  for (const { name, tensor } of collectTensors(root, file)) {
+    if (names.has(name))
+      throw fileError(
+        "TORCH_DUPLICATE_TENSOR_NAME",
+        file,
+        `two tensors are named ${truncateForMessage(name)}`,
+        name,
+      );
+    names.add(name);
+    const storage: TorchStorageRef = tensor.storage;
+    let member = storageMembers.get(storage.key);
+    if (!member) {
+      member = zip.member(`${prefix}/data/${storage.key}`);
+      if (!member) {
+        throw fileError(
+          "TORCH_STORAGE_MISSING",
+          file,
+          `tensor ${truncateForMessage(name)} uses storage ${truncateForMessage(storage.key)}, which has no member`,
+          name,
+        );
+      }
+      storageMembers.set(storage.key, member);
+    }
+    const needed = storage.numel * dtypeSize(storage.dtype);
+    if (member.size < needed) {
+      throw fileError(
+        "TORCH_STORAGE_TOO_SHORT",
+        file,
+        `storage ${truncateForMessage(storage.key)} of tensor ${truncateForMessage(name)} holds ${member.size} bytes; ${storage.numel} ${storage.dtype} elements need ${needed}`,
+        name,
+      );
+    }
+    tensors.push({
+      name,
+      dtype: tensor.dtype,
+      shape: tensor.shape,
+      byteLength: tensor.numel * dtypeSize(tensor.dtype),
+      storageKey: storage.key,
+      storageOffset: tensor.storageOffset,
+      stride: tensor.stride,
+      contiguous: tensor.contiguous,
+      tensor,
+    });
+  }
+
+  const known = new Set<TorchTensorEntry>(tensors);
+  let inflated: { member: ZipMember; bytes: Uint8Array } | undefined;
+  const storageBytes = async (
+    member: ZipMember,
+    start: number,
+    length: number,
+    into?: Uint8Array,
+  ): Promise<Uint8Array> => {
+    if (member.method === 0) return readAt(source, (await zip.dataOffset(member)) + start, length, into);
+    if (inflated?.member !== member)
+      inflated = { member, bytes: await zip.readMember(member, Number.MAX_SAFE_INTEGER) };
+    const view = inflated.bytes.subarray(start, start + length);
+    if (!into) return view.slice();
+    into.set(view);
+    return into.subarray(0, length);
+  };
+
+  return {
+    prefix,
+    root,
+    tensors,
+    async readTensor(entry, into) {
+      const member = storageMembers.get(entry.storageKey);
+      if (!member || !known.has(entry)) {
+        throw fileError(
+          "TORCH_UNKNOWN_TENSOR",
+          file,
+          `tensor ${truncateForMessage(entry.name)} is not from this file`,
+          entry.name,
+        );
+      }
+      if (into && into.length < entry.byteLength) {
+        throw new TensorsError(
+          "TORCH_BUFFER_TOO_SMALL",
+          `read tensor ${truncateForMessage(entry.name)} of ${file}: buffer of ${into.length} bytes; needs ${entry.byteLength}`,
+          {
+            file,
+            tensor: entry.name,
+            kind: "failed",
+          },
+        );
+      }
+      const item = dtypeSize(entry.dtype);
+      if (entry.contiguous || entry.byteLength === 0) {
+        return storageBytes(member, entry.storageOffset * item, entry.byteLength, into);
+      }
+      const { shape, stride } = entry;
+      let last = entry.storageOffset;
+      for (let d = 0; d < shape.length; d++) last += (shape[d]! - 1) * stride[d]!;
+      const span = await storageBytes(
+        member,
+        entry.storageOffset * item,
+        (last - entry.storageOffset + 1) * item,
+      );
+      const out = into ? into.subarray(0, entry.byteLength) : new Uint8Array(entry.byteLength);
+      gather(span, out, shape, stride, item);
+      return out;
+    },
+    close: () => source.close(),
+  };
+}
+
+/** Copies a strided view into row-major order; the innermost run is copied whole when its stride is 1. */
+function gather(
+  span: Uint8Array,
+  out: Uint8Array,
+  shape: readonly number[],
+  stride: readonly number[],
+  item: number,
+): void {
+  const dims = shape.length;
+  const innerRun = stride[dims - 1] === 1 ? shape[dims - 1]! : 1;
+  const outerDims = innerRun > 1 ? dims - 1 : dims;
+  const runBytes = innerRun * item;
+  const index = new Array<number>(outerDims).fill(0);
+  let source = 0;
+  for (let written = 0; written < out.length; written += runBytes) {
+    out.set(span.subarray(source * item, source * item + runBytes), written);
+    for (let d = outerDims - 1; d >= 0; d--) {
+      index[d]!++;
+      source += stride[d]!;
+      if (index[d]! < shape[d]!) break;
+      source -= stride[d]! * shape[d]!;
+      index[d] = 0;
+    }
+  }
+}
