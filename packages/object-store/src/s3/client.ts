@@ -1,0 +1,123 @@
+import { S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
+import { DEFAULT_S3_ENDPOINT } from "../credentials.js";
+import { ObjectStoreError } from "../errors.js";
+import type { StoreCredentials } from "../types.js";
+
+/** How the S3 API behind an endpoint must be spoken to. */
+export type S3Dialect = "aws" | "s3-compatible" | "gcs";
+
+export interface ResolvedS3Endpoint {
+  /** Explicit endpoint URL, or undefined for AWS's own endpoints. */
+  readonly endpoint: string | undefined;
+  /** host[:port] for the destination identity (no user-info, no secret). */
+  readonly authority: string;
+  readonly region: string;
+  readonly dialect: S3Dialect;
+}
+
+const GCS_XML_HOST = "storage.googleapis.com";
+
+function isAwsHost(host: string): boolean {
+  return host === "amazonaws.com" || host.endsWith(".amazonaws.com") || host.endsWith(".amazonaws.com.cn");
+}
+
+/**
+ * Work out the endpoint, region and dialect. Order: explicit option, credentials file, then the
+ * `AWS_ENDPOINT_URL_S3` / `AWS_ENDPOINT_URL` / `AWS_REGION` / `AWS_DEFAULT_REGION` variables of
+ * `env`. `storage.googleapis.com` (or `dialect: "gcs"`) selects the GCS XML quirks.
+ */
+export function resolveS3Endpoint(input: {
+  endpoint?: string;
+  region?: string;
+  credentials?: StoreCredentials;
+  dialect?: S3Dialect;
+  env: Readonly<Record<string, string | undefined>>;
+}): ResolvedS3Endpoint {
+  const raw =
+    input.endpoint ??
+    input.credentials?.endpoint_url ??
+    input.env.AWS_ENDPOINT_URL_S3 ??
+    input.env.AWS_ENDPOINT_URL ??
+    undefined;
+  const endpoint = raw === undefined || raw === "" ? undefined : raw;
+  let host: string | undefined;
+  if (endpoint !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(endpoint);
+    } catch (error) {
+      throw new ObjectStoreError(
+        "STORE_BAD_URI",
+        `S3 endpoint "${endpoint}" is not a URL. Write it as http(s)://host[:port].`,
+        { kind: "input", cause: error },
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new ObjectStoreError(
+        "STORE_BAD_URI",
+        `S3 endpoint "${url.protocol}//${url.host}" must use http or https.`,
+        { kind: "input" },
+      );
+    }
+    host = url.host;
+  }
+  const hostname = host?.replace(/:\d+$/, "");
+  const dialect: S3Dialect =
+    input.dialect ??
+    (hostname === undefined || isAwsHost(hostname)
+      ? "aws"
+      : hostname === GCS_XML_HOST
+        ? "gcs"
+        : "s3-compatible");
+  const region =
+    input.region ??
+    input.credentials?.region_name ??
+    input.env.AWS_REGION ??
+    input.env.AWS_DEFAULT_REGION ??
+    (dialect === "gcs" ? "auto" : "us-east-1");
+  const authority = host?.toLowerCase() ?? DEFAULT_S3_ENDPOINT;
+  return { endpoint, authority, region, dialect };
+}
+
+/**
+ * Libraries never print. The SDK's retry middleware writes to `console` when a streaming request
+ * fails and its logger is the default NoOpLogger, so a logger object of our own is passed.
+ */
+const SILENT_LOGGER = {
+  trace: () => {},
+  debug: () => {},
+  info: () => {},
+  warn: () => {},
+  error: () => {},
+};
+
+/**
+ * The SDK client for an endpoint. Non-AWS endpoints get path-style addressing (an IP or a
+ * private host has no per-bucket DNS) and checksums only when an operation requires them: the
+ * SDK's default streams bodies with `aws-chunked` trailers, which Ceph pacific answers with
+ * `411 MissingContentLength` and GCS rejects. SDK retries are off: `withRetry` owns retrying.
+ */
+export function makeS3Client(
+  resolved: ResolvedS3Endpoint,
+  credentials: StoreCredentials | undefined,
+): S3Client {
+  const config: S3ClientConfig = { region: resolved.region, maxAttempts: 1, logger: SILENT_LOGGER };
+  if (resolved.endpoint !== undefined) config.endpoint = resolved.endpoint;
+  if (resolved.dialect !== "aws") {
+    config.forcePathStyle = true;
+    config.requestChecksumCalculation = "WHEN_REQUIRED";
+    config.responseChecksumValidation = "WHEN_REQUIRED";
+  }
+  const id = credentials?.aws_access_key_id;
+  const secret = credentials?.aws_secret_access_key;
+  if ((id === undefined) !== (secret === undefined)) {
+    throw new ObjectStoreError(
+      "STORE_BAD_CREDENTIALS",
+      "S3 credentials need both aws_access_key_id and aws_secret_access_key, or neither (then the SDK's default chain is used).",
+      { kind: "input" },
+    );
+  }
+  if (id !== undefined && secret !== undefined)
+    config.credentials = { accessKeyId: id, secretAccessKey: secret };
+  return new S3Client(config);
+}

@@ -1,0 +1,96 @@
+import { randomBytes } from "node:crypto";
+import {
+  AbortMultipartUploadCommand,
+  CreateBucketCommand,
+  DeleteBucketCommand,
+  DeleteObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from "@aws-sdk/client-s3";
+import { inject } from "vitest";
+import type { StoreCredentials } from "../../src/types.js";
+
+/** Where the S3 tests find their server: the variables `tools/s3-server/ceph-s3.sh start` prints. */
+export interface S3TestEnv {
+  readonly endpoint: string;
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly region: string;
+  /** Base name of the buckets the tests may create. */
+  readonly bucket: string;
+}
+
+/** Parse the `export NAME=value` lines printed by ceph-s3.sh start. */
+export function parseExports(text: string): S3TestEnv {
+  const vars = new Map<string, string>();
+  for (const line of text.split("\n")) {
+    const match = /^export ([A-Z0-9_]+)=(.*)$/.exec(line.trim());
+    if (match?.[1] !== undefined && match[2] !== undefined) vars.set(match[1], match[2]);
+  }
+  const need = (name: string): string => {
+    const value = vars.get(name);
+    if (value === undefined) throw new Error(`ceph-s3.sh start printed no ${name}`);
+    return value;
+  };
+  return {
+    endpoint: need("AWS_ENDPOINT_URL"),
+    accessKeyId: need("AWS_ACCESS_KEY_ID"),
+    secretAccessKey: need("AWS_SECRET_ACCESS_KEY"),
+    region: need("AWS_REGION"),
+    bucket: need("CKPT_TEST_S3_BUCKET"),
+  };
+}
+
+export function s3TestEnv(): S3TestEnv {
+  return inject("s3Env");
+}
+
+/** The test server's credentials in the seeds' credentials-file shape. */
+export function testCredentials(env: S3TestEnv): StoreCredentials {
+  return {
+    aws_access_key_id: env.accessKeyId,
+    aws_secret_access_key: env.secretAccessKey,
+    endpoint_url: env.endpoint,
+    region_name: env.region,
+  };
+}
+
+/** A raw SDK client for the test server (to look behind the store's back). */
+export function rawClient(env: S3TestEnv): S3Client {
+  return new S3Client({
+    endpoint: env.endpoint,
+    region: env.region,
+    forcePathStyle: true,
+    credentials: { accessKeyId: env.accessKeyId, secretAccessKey: env.secretAccessKey },
+    requestChecksumCalculation: "WHEN_REQUIRED",
+    responseChecksumValidation: "WHEN_REQUIRED",
+  });
+}
+
+/** Create a fresh bucket named after the test file; the returned cleanup empties and removes it. */
+export async function createTestBucket(
+  env: S3TestEnv,
+  label: string,
+): Promise<{ bucket: string; cleanup: () => Promise<void> }> {
+  const client = rawClient(env);
+  const bucket = `${env.bucket}-${label}-${randomBytes(4).toString("hex")}`.toLowerCase().slice(0, 63);
+  await client.send(new CreateBucketCommand({ Bucket: bucket }));
+  const cleanup = async () => {
+    for (;;) {
+      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket }));
+      const keys = (page.Contents ?? []).flatMap((o) => (o.Key === undefined ? [] : [o.Key]));
+      if (keys.length === 0) break;
+      await Promise.all(keys.map((Key) => client.send(new DeleteObjectCommand({ Bucket: bucket, Key }))));
+    }
+    const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+    for (const upload of uploads.Uploads ?? []) {
+      await client.send(
+        new AbortMultipartUploadCommand({ Bucket: bucket, Key: upload.Key, UploadId: upload.UploadId }),
+      );
+    }
+    await client.send(new DeleteBucketCommand({ Bucket: bucket }));
+    client.destroy();
+  };
+  return { bucket, cleanup };
+}
