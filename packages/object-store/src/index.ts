@@ -30,3 +30,10 @@ export {
   MAX_CREDENTIALS_BYTES,
 } from "./credentials.js";
 export { redact, type RedactOptions } from "./redact.js";
+export {
+  createMemoryStore,
+  type MemoryStore,
+  type MemoryStoreOptions,
+  type MemoryCall,
+} from "./memory/store.js";
+export type { MemoryFault, FaultTarget, StoreOperation } from "./memory/faults.js";
