@@ -5,6 +5,13 @@ export { ManifestError, type ErrorKind } from "./errors.js";
 export { type ByteSource, openFileByteSource, bufferByteSource } from "./byte-source.js";
 
 // --- records, canonical JSON, layout, path safety (src/records, src/layout)
+export {
+  type JsonValue,
+  type StrictJsonOptions,
+  MAX_JSON_DEPTH,
+  MAX_JSON_TEXT_LENGTH,
+  parseStrictJson,
+} from "./json/strict.js";
 
 // --- hashing and atomic local writes (src/hash, src/fs)
 export {

@@ -1,0 +1,92 @@
+import { describe, expect, it } from "vitest";
+import fc from "fast-check";
+import { parseStrictJson } from "../src/json/strict.js";
+
+/** Unsafe integers are refused by design (see the refusal cases), so the agreement property skips them. */
+function allIntegersSafe(v: unknown): boolean {
+  if (typeof v === "number") return !Number.isInteger(v) || Number.isSafeInteger(v);
+  if (Array.isArray(v)) return v.every(allIntegersSafe);
+  if (v !== null && typeof v === "object") return Object.values(v).every(allIntegersSafe);
+  return true;
+}
+
+const parse = (text: string, maxDepth?: number) => parseStrictJson(text, { name: "t.json", maxDepth });
+
+describe("parseStrictJson", () => {
+  it("parses what JSON.parse parses, for well-formed values", () => {
+    const text = '{"a":[1,2.5,-3e2,true,false,null,"x\\n\\u00e9\\ud83d\\ude00"],"b":{"c":{}},"d":[]}';
+    expect(parse(text)).toEqual(JSON.parse(text));
+  });
+
+  it("agrees with JSON.parse on generated values", () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 6 }).filter(allIntegersSafe), (v) => {
+        const text = JSON.stringify(v);
+        expect(parse(text)).toEqual(JSON.parse(text));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("keeps a __proto__ key as an own property", () => {
+    const v = parse('{"__proto__":{"polluted":1}}') as Record<string, unknown>;
+    expect(Object.keys(v)).toEqual(["__proto__"]);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it.each([
+    ['{"a":1,"a":2}', "JSON_DUPLICATE_KEY", "a"],
+    ['{"x":{"b":[{"k":1,"k":1}]}}', "JSON_DUPLICATE_KEY", "x.b[0].k"],
+    ["\ufeff{}", "JSON_BOM", undefined],
+    ['{"a":', "JSON_TRUNCATED", "a"],
+    ['{"a":"abc', "JSON_TRUNCATED", "a"],
+    ["[1,2", "JSON_TRUNCATED", undefined],
+    ["", "JSON_TRUNCATED", undefined],
+    ["{} x", "JSON_SYNTAX", undefined],
+    ["{'a':1}", "JSON_SYNTAX", undefined],
+    ['{"a":1,}', "JSON_SYNTAX", undefined],
+    ["[01]", "JSON_SYNTAX", undefined],
+    ["[1.]", "JSON_SYNTAX", "[0]"],
+    ["[NaN]", "JSON_SYNTAX", "[0]"],
+    ['["\\x"]', "JSON_SYNTAX", "[0]"],
+    ['["a\tb"]', "JSON_SYNTAX", "[0]"],
+    ['["\\ud800"]', "JSON_SYNTAX", "[0]"],
+    ['["\\udc00x"]', "JSON_SYNTAX", "[0]"],
+    ["[1e400]", "JSON_NUMBER_OUT_OF_RANGE", "[0]"],
+    ['{"n":9007199254740993}', "JSON_NUMBER_OUT_OF_RANGE", "n"],
+  ])("refuses %j with %s", (text, code, field) => {
+    let caught: unknown;
+    try {
+      parse(text);
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).toMatchObject({ code, file: "t.json", field });
+    expect(String((caught as Error).message)).toContain("t.json");
+  });
+
+  it("reports line and column", () => {
+    expect(() => parse('{\n  "a": tru\n}')).toThrow(/line 2 column 8/);
+  });
+
+  it("caps nesting depth", () => {
+    expect(parse("[".repeat(64) + "]".repeat(64))).toBeDefined();
+    expect(() => parse("[".repeat(65) + "]".repeat(65))).toThrow(
+      expect.objectContaining({ code: "JSON_TOO_DEEP" }),
+    );
+    expect(() => parse("[".repeat(100_000))).toThrow(expect.objectContaining({ code: "JSON_TOO_DEEP" }));
+    expect(() => parse("[[[]]]", 2)).toThrow(expect.objectContaining({ code: "JSON_TOO_DEEP" }));
+  });
+
+  it("caps length before parsing", () => {
+    expect(() => parseStrictJson("[1]    ", { name: "t.json", maxLength: 5 })).toThrow(
+      expect.objectContaining({ code: "JSON_TOO_LONG" }),
+    );
+  });
+
+  it("accepts integers up to 2^53-1 and any finite fraction", () => {
+    expect(parse("[9007199254740991,-9007199254740991,1.5e300]")).toEqual([
+      9007199254740991, -9007199254740991, 1.5e300,
+    ]);
+  });
+});
