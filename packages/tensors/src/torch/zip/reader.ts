@@ -31,6 +31,8 @@ const CENTRAL_HEADER_BYTES = 46;
 /** One member as the central directory lists it. */
 export interface ZipMember {
   readonly name: string;
+  /** Bytes of the UTF-8 name (the local header repeats it). */
+  readonly nameLength: number;
   /** 0 stored, 8 deflate. */
   readonly method: 0 | 8;
   readonly crc32: number;
@@ -101,15 +103,21 @@ interface EndRecord {
 async function readEnd(source: ByteSource): Promise<EndRecord> {
   const file = source.name;
   if (source.size < 22) throw zipError("ZIP_TRUNCATED", file, `${source.size} bytes is too short for a zip`);
-  const tailLength = Math.min(source.size, MAX_EOCD_SEARCH_BYTES);
-  const tailStart = source.size - tailLength;
-  const tail = await readAt(source, tailStart, tailLength);
-  const view = new DataView(tail.buffer, tail.byteOffset, tail.byteLength);
-  let at = -1;
-  for (let i = tailLength - 22; i >= 0; i--) {
-    if (view.getUint32(i, true) === SIG_EOCD && i + 22 + view.getUint16(i + 20, true) <= tailLength) {
-      at = i;
-      break;
+  // Most archives (torch's included) have no comment: try the last 22 bytes before scanning the window.
+  let tailStart = source.size - 22;
+  let tail = await readAt(source, tailStart, 22);
+  let view = new DataView(tail.buffer, tail.byteOffset, tail.byteLength);
+  let at = view.getUint32(0, true) === SIG_EOCD && view.getUint16(20, true) === 0 ? 0 : -1;
+  if (at < 0) {
+    const tailLength = Math.min(source.size, MAX_EOCD_SEARCH_BYTES);
+    tailStart = source.size - tailLength;
+    tail = await readAt(source, tailStart, tailLength);
+    view = new DataView(tail.buffer, tail.byteOffset, tail.byteLength);
+    for (let i = tailLength - 22; i >= 0; i--) {
+      if (view.getUint32(i, true) === SIG_EOCD && i + 22 + view.getUint16(i + 20, true) <= tailLength) {
+        at = i;
+        break;
+      }
     }
   }
   if (at < 0) {
@@ -284,7 +292,15 @@ export async function openZip(source: ByteSource): Promise<ZipArchive> {
         `member ${truncateForMessage(name)} (${compressedSize} bytes at ${localHeaderOffset}) runs past the member area (${end.cdOffset})`,
       );
     }
-    raw.push({ name, method: method as 0 | 8, crc32: crc, compressedSize, size, localHeaderOffset });
+    raw.push({
+      name,
+      nameLength,
+      method: method as 0 | 8,
+      crc32: crc,
+      compressedSize,
+      size,
+      localHeaderOffset,
+    });
     at = next;
   }
   // Members may not share bytes: each one's header and data end before the next one starts.
@@ -312,7 +328,7 @@ export async function openZip(source: ByteSource): Promise<ZipArchive> {
     const header = await readAt(
       source,
       member.localHeaderOffset,
-      Math.min(LOCAL_HEADER_BYTES + MAX_MEMBER_NAME_BYTES, member.limit - member.localHeaderOffset),
+      Math.min(LOCAL_HEADER_BYTES + member.nameLength, member.limit - member.localHeaderOffset),
     );
     const hv = new DataView(header.buffer, header.byteOffset, header.byteLength);
     const quoted = truncateForMessage(member.name);

@@ -1,0 +1,36 @@
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { onTestFinished } from "vitest";
+
+/** Debian's interpreter, which has torch (the `python3` on PATH cannot import it). Missing torch fails the test. */
+export const PYTHON = "/usr/bin/python3";
+export const HELPER = join(import.meta.dirname, "torch_helper.py");
+
+const run = promisify(execFile);
+
+/** Runs a Python script and parses the JSON it prints. */
+export async function python<T>(script: string, ...args: string[]): Promise<T> {
+  const { stdout } = await run(PYTHON, [script, ...args], { maxBuffer: 64 * 1024 * 1024 });
+  return JSON.parse(stdout) as T;
+}
+
+export interface Digest {
+  dtype: string;
+  shape: number[];
+  sha256: string;
+}
+
+export function sha256(bytes: Uint8Array): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
+/** A scratch directory removed when the test ends. */
+export async function scratch(prefix = "ckpt-torch-"): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
