@@ -1,0 +1,378 @@
+import { createReadStream } from "node:fs";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { type File, type FileMetadata, Storage, type StorageOptions } from "@google-cloud/storage";
+import { DEFAULT_GCS_ENDPOINT } from "../credentials.js";
+import { isTransientStoreError, ObjectStoreError } from "../errors.js";
+import { joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
+import { withRetry } from "../internal/retry.js";
+import { bodySize, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PART_SIZE, wholeBody } from "../s3/body.js";
+import { userMetadata } from "../s3/metadata.js";
+import type { StoreRetryOptions } from "../s3/store.js";
+import type {
+  CallOptions,
+  CreateResult,
+  DestinationIdentity,
+  GetOptions,
+  ListOptions,
+  ObjectInfo,
+  ObjectStore,
+  PutBody,
+  PutOptions,
+} from "../types.js";
+import { gcsStatusOf, gcsToStoreError } from "./errors.js";
+
+/** A service-account key (the JSON file's fields the client needs); absent means ADC. */
+export interface GcsServiceAccount {
+  readonly client_email: string;
+  readonly private_key: string;
+  readonly project_id?: string;
+}
+
+export interface GcsStoreOptions {
+  readonly bucket: string;
+  readonly prefix: string;
+  /** Service-account key; without it Application Default Credentials are used. */
+  readonly credentials?: GcsServiceAccount;
+  /** JSON API endpoint (default https://storage.googleapis.com). A custom one is used without auth. */
+  readonly apiEndpoint?: string;
+  readonly projectId?: string;
+  readonly retry?: StoreRetryOptions;
+  /** Per-attempt timeout in milliseconds (default 120 000). */
+  readonly timeoutMs?: number;
+  /** A ready client; its retries should be off (`retryOptions.autoRetry: false`). */
+  readonly storage?: Storage;
+}
+
+/** Resumable chunks must be multiples of 256 KiB. */
+const RESUMABLE_CHUNK_GRANULE = 256 * 1024;
+const DEFAULT_TIMEOUT_MS = 120_000;
+
+interface Ctx {
+  readonly storage: Storage;
+  readonly bucket: string;
+  readonly prefix: string;
+  readonly uri: string;
+  readonly retry: StoreRetryOptions;
+  readonly timeoutMs: number;
+}
+
+function file(ctx: Ctx, key: string): File {
+  validateKey(key);
+  return ctx.storage.bucket(ctx.bucket).file(joinPrefix(ctx.prefix, key));
+}
+
+function retrying<T>(
+  ctx: Ctx,
+  action: string,
+  subject: string,
+  call: CallOptions | undefined,
+  request: (signal: AbortSignal) => Promise<T>,
+  retries?: number,
+): Promise<T> {
+  return withRetry(
+    async (_attempt, signal) => {
+      try {
+        return await request(signal);
+      } catch (error) {
+        throw gcsToStoreError(error, action, subject);
+      }
+    },
+    {
+      ...ctx.retry,
+      ...(retries === undefined ? {} : { retries }),
+      isTransient: isTransientStoreError,
+      subject,
+      timeoutMs: call?.timeoutMs ?? ctx.timeoutMs,
+      ...(call?.signal === undefined ? {} : { signal: call.signal }),
+    },
+  );
+}
+
+function infoFrom(key: string, meta: FileMetadata): ObjectInfo {
+  const metadata: Record<string, string> = {};
+  for (const [name, value] of Object.entries(meta.metadata ?? {})) {
+    if (typeof value === "string") metadata[name] = value;
+  }
+  const updated = meta.updated === undefined ? undefined : new Date(meta.updated);
+  return {
+    key,
+    size: Number(meta.size ?? 0),
+    ...(metadata.sha256 === undefined ? {} : { sha256: metadata.sha256 }),
+    ...(meta.etag === undefined ? {} : { etag: meta.etag }),
+    ...(updated === undefined ? {} : { lastModified: updated }),
+    metadata,
+  };
+}
+
+async function head(ctx: Ctx, key: string, call?: CallOptions): Promise<ObjectInfo | undefined> {
+  const f = file(ctx, key);
+  return retrying(ctx, "head", `${ctx.uri}/${key}`, call, async () => {
+    try {
+      const [meta] = await f.getMetadata();
+      return infoFrom(key, meta);
+    } catch (error) {
+      if (gcsStatusOf(error) === 404) return undefined;
+      throw error;
+    }
+  });
+}
+
+function uploadMetadata(options: PutOptions | undefined, metadata: Record<string, string>) {
+  return {
+    ...(options?.contentType === undefined ? {} : { contentType: options.contentType }),
+    metadata,
+  };
+}
+
+async function createIfAbsent(
+  ctx: Ctx,
+  key: string,
+  body: Uint8Array,
+  options: PutOptions | undefined,
+): Promise<CreateResult> {
+  const f = file(ctx, key);
+  const subject = `${ctx.uri}/${key}`;
+  const metadata = userMetadata(options, subject);
+  const created = await retrying(ctx, "create", subject, options, async () => {
+    try {
+      await f.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
+        resumable: false,
+        preconditionOpts: { ifGenerationMatch: 0 },
+        metadata: uploadMetadata(options, metadata),
+      });
+      return true;
+    } catch (error) {
+      if (gcsStatusOf(error) === 412) return false;
+      throw error;
+    }
+  });
+  if (created) {
+    options?.onProgress?.(body.byteLength);
+    return { status: "created", info: infoFrom(key, f.metadata) };
+  }
+  const existing = await head(ctx, key, options);
+  if (existing !== undefined) return { status: "exists", info: existing };
+  throw new ObjectStoreError(
+    "STORE_PRECONDITION_UNCONFIRMED",
+    `create ${subject}: GCS answered 412 Precondition Failed but the object's metadata is not there. ` +
+      "A 412 alone does not prove the object exists; retry, and qualify the bucket with `ckpt doctor store`.",
+    { kind: "transient", subject },
+  );
+}
+
+/** A source that counts the bytes it hands on (for onProgress). */
+function counted(source: Readable, onProgress: ((n: number) => void) | undefined): Readable {
+  if (onProgress === undefined) return source;
+  let sent = 0;
+  return Readable.from(
+    (async function* () {
+      for await (const chunk of source) {
+        sent += (chunk as Buffer).byteLength;
+        onProgress(sent);
+        yield chunk;
+      }
+    })(),
+  );
+}
+
+async function put(
+  ctx: Ctx,
+  key: string,
+  body: PutBody,
+  options: PutOptions | undefined,
+): Promise<ObjectInfo> {
+  const f = file(ctx, key);
+  const subject = `${ctx.uri}/${key}`;
+  const metadata = userMetadata(options, subject);
+  const size = await bodySize(body, subject);
+  const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
+  if (size <= threshold) {
+    const held = await wholeBody(body, size, subject);
+    await retrying(ctx, "put", subject, options, () =>
+      f.save(held, { resumable: false, metadata: uploadMetadata(options, metadata) }),
+    );
+    options?.onProgress?.(size);
+    return infoFrom(key, f.metadata);
+  }
+  const requested = Math.max(options?.partSize ?? DEFAULT_PART_SIZE, RESUMABLE_CHUNK_GRANULE);
+  const chunkSize = Math.ceil(requested / RESUMABLE_CHUNK_GRANULE) * RESUMABLE_CHUNK_GRANULE;
+  const source = (): Readable =>
+    body instanceof Uint8Array
+      ? Readable.from([Buffer.from(body.buffer, body.byteOffset, body.byteLength)])
+      : "path" in body
+        ? createReadStream(body.path)
+        : body.stream;
+  // A stream can be consumed once; files and bytes are re-read on a retry.
+  const retries = typeof body === "object" && "stream" in body ? 0 : undefined;
+  await retrying(
+    ctx,
+    "put",
+    subject,
+    options,
+    (signal) =>
+      pipeline(
+        counted(source(), options?.onProgress),
+        f.createWriteStream({ resumable: true, chunkSize, metadata: uploadMetadata(options, metadata) }),
+        { signal },
+      ),
+    retries,
+  );
+  const info = infoFrom(key, f.metadata);
+  if (info.size !== size) {
+    throw new ObjectStoreError(
+      "STORE_INTEGRITY",
+      `put ${subject}: GCS stored ${info.size} bytes but the body declared ${size}. Was the file changed while it was uploaded?`,
+      { kind: "input", subject },
+    );
+  }
+  return info;
+}
+
+function badRange(subject: string, why: string): ObjectStoreError {
+  return new ObjectStoreError("STORE_INVALID_RANGE", `get ${subject}: ${why}.`, { kind: "input", subject });
+}
+
+/** Start a download and resolve once GCS has answered 2xx (errors surface here, not mid-stream). */
+function openDownload(f: File, start: number | undefined, end: number | undefined): Promise<Readable> {
+  const stream = f.createReadStream({
+    ...(start === undefined ? {} : { start }),
+    ...(end === undefined ? {} : { end }),
+  });
+  return new Promise((resolve, reject) => {
+    const onError = (error: unknown) => reject(error);
+    stream.once("error", onError);
+    stream.once("response", (res: { statusCode?: number; status?: number }) => {
+      const status = res.statusCode ?? res.status ?? 0;
+      if (status >= 200 && status < 300) {
+        stream.off("error", onError);
+        resolve(stream);
+      }
+    });
+    stream.read(0);
+  });
+}
+
+async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {
+  const f = file(ctx, key);
+  const subject = `${ctx.uri}/${key}`;
+  const range = options?.range;
+  if (range !== undefined) {
+    if (!Number.isSafeInteger(range.start) || range.start < 0) {
+      throw badRange(subject, `range start ${range.start} is not a non-negative integer`);
+    }
+    if (range.end !== undefined && (!Number.isSafeInteger(range.end) || range.end < range.start)) {
+      throw badRange(
+        subject,
+        `range end ${range.end} must be an integer at or after the start ${range.start}`,
+      );
+    }
+  }
+  const notFound = () => gcsToStoreError({ code: 404, message: "No such object" }, "get", subject);
+  if (range !== undefined && range.end === range.start) {
+    const info = await head(ctx, key, options);
+    if (info === undefined) throw notFound();
+    if (range.start > info.size)
+      throw badRange(subject, `range start ${range.start} is past the end (${info.size} bytes)`);
+    return Readable.from([]);
+  }
+  const opened = await retrying(ctx, "get", subject, options, async () => {
+    try {
+      return await openDownload(f, range?.start, range?.end === undefined ? undefined : range.end - 1);
+    } catch (error) {
+      if (gcsStatusOf(error) === 416) return "unsatisfiable" as const;
+      throw error;
+    }
+  });
+  if (opened !== "unsatisfiable") return opened;
+  const info = await head(ctx, key, options);
+  if (info === undefined) throw notFound();
+  if (range !== undefined && range.start === info.size) return Readable.from([]);
+  throw badRange(subject, `range start ${range?.start} is past the end (${info.size} bytes)`);
+}
+
+async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined): AsyncGenerator<ObjectInfo> {
+  validateListPrefix(prefix);
+  const full = joinPrefix(ctx.prefix, prefix);
+  const subject = `${ctx.uri}/${prefix}`;
+  const bucket = ctx.storage.bucket(ctx.bucket);
+  let pageToken: string | undefined;
+  do {
+    const [files, next] = await retrying(ctx, "list", subject, options, () =>
+      bucket.getFiles({
+        prefix: full,
+        autoPaginate: false,
+        ...(options?.pageSize === undefined ? {} : { maxResults: options.pageSize }),
+        ...(pageToken === undefined ? {} : { pageToken }),
+      }),
+    );
+    for (const f of files) {
+      yield infoFrom(ctx.prefix === "" ? f.name : f.name.slice(ctx.prefix.length + 1), f.metadata);
+    }
+    pageToken = (next as { pageToken?: string } | null | undefined)?.pageToken;
+  } while (pageToken !== undefined);
+}
+
+async function remove(ctx: Ctx, key: string, call: CallOptions | undefined): Promise<void> {
+  const f = file(ctx, key);
+  await retrying(ctx, "delete", `${ctx.uri}/${key}`, call, async () => {
+    await f.delete({ ignoreNotFound: true });
+  });
+}
+
+/** An ObjectStore on Google Cloud Storage's JSON API via @google-cloud/storage. */
+export function createGcsStore(options: GcsStoreOptions): ObjectStore {
+  if (options.bucket === "" || options.bucket.includes("/")) {
+    throw new ObjectStoreError(
+      "STORE_BAD_URI",
+      `GCS bucket "${options.bucket}" is not a bucket name. Write the URI as gs://bucket/prefix.`,
+      { kind: "input" },
+    );
+  }
+  let authority = DEFAULT_GCS_ENDPOINT;
+  if (options.apiEndpoint !== undefined) {
+    try {
+      authority = new URL(options.apiEndpoint).host.toLowerCase();
+    } catch (error) {
+      throw new ObjectStoreError(
+        "STORE_BAD_URI",
+        `GCS apiEndpoint "${options.apiEndpoint}" is not a URL. Write it as http(s)://host[:port].`,
+        { kind: "input", cause: error },
+      );
+    }
+  }
+  const storageOptions: StorageOptions = {
+    retryOptions: { autoRetry: false },
+    ...(options.apiEndpoint === undefined ? {} : { apiEndpoint: options.apiEndpoint }),
+    ...(options.projectId === undefined ? {} : { projectId: options.projectId }),
+    ...(options.credentials === undefined
+      ? {}
+      : {
+          credentials: {
+            client_email: options.credentials.client_email,
+            private_key: options.credentials.private_key,
+          },
+        }),
+  };
+  const prefix = options.prefix.replace(/^\/+|\/+$/g, "");
+  const uri = prefix === "" ? `gs://${options.bucket}` : `gs://${options.bucket}/${prefix}`;
+  const ctx: Ctx = {
+    storage: options.storage ?? new Storage(storageOptions),
+    bucket: options.bucket,
+    prefix,
+    uri,
+    retry: options.retry ?? {},
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+  };
+  const identity: DestinationIdentity = { scheme: "gs", endpoint: authority, bucket: options.bucket, prefix };
+  return {
+    identity,
+    uri,
+    createIfAbsent: (key, body, opts) => createIfAbsent(ctx, key, body, opts),
+    put: (key, body, opts) => put(ctx, key, body, opts),
+    head: (key, opts) => head(ctx, key, opts),
+    get: (key, opts) => get(ctx, key, opts),
+    list: (listPrefix, opts) => list(ctx, listPrefix, opts),
+    delete: (key, opts) => remove(ctx, key, opts),
+  };
+}
