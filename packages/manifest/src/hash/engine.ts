@@ -253,14 +253,22 @@ export async function hashPlannedFiles(
       reject(error);
     };
   });
-  const progress = new ProgressTracker(files, totalBytes, intervalMs, (event) => {
-    if (stopped) return;
-    try {
-      options.onProgress?.(event);
-    } catch (error) {
-      fail(error);
-    }
-  });
+  failure.catch(() => undefined); // observed by the race below; this only silences the early-rejection warning
+  const { onProgress } = options;
+  const progress = new ProgressTracker(
+    files,
+    totalBytes,
+    intervalMs,
+    onProgress &&
+      ((event) => {
+        if (stopped) return;
+        try {
+          onProgress(event);
+        } catch (error) {
+          fail(error);
+        }
+      }),
+  );
   const onAbort = () => fail(abortedError(subject));
   signal?.addEventListener("abort", onAbort, { once: true });
 
@@ -302,7 +310,6 @@ export async function hashPlannedFiles(
     ),
     ...workers.map((worker) => runLane((job) => worker.run(job))),
   ];
-  failure.catch(() => undefined);
   try {
     await Promise.race([Promise.all(lanes), failure]);
     return results;
