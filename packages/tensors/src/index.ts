@@ -5,6 +5,54 @@ export { TensorsError, type ErrorKind } from "./errors.js";
 export { DTYPE_SIZES, type DType, isDType, dtypeSize, type TensorInfo } from "./dtypes.js";
 
 // --- safetensors, dtype conversion, HF directories, inspect (src/safetensors, src/convert, src/hf, src/inspect.ts)
+export {
+  HEADER_LENGTH_BYTES,
+  MAX_HEADER_BYTES,
+  MAX_TENSOR_RANK,
+  parseSafetensorsHeader,
+  readHeaderLength,
+  type SafetensorsHeader,
+  type SafetensorsTensorInfo,
+} from "./safetensors/header.js";
+export { openSafetensors, readSafetensorsHeader, type SafetensorsFile } from "./safetensors/reader.js";
+export {
+  MAX_SHARDS,
+  planSafetensors,
+  planShards,
+  safetensorsChunks,
+  writeSafetensors,
+  writeShardedSafetensors,
+  type PlannedTensor,
+  type SafetensorsPlan,
+  type ShardedWriteResult,
+  type ShardPlan,
+  type TensorBytesProvider,
+  type TensorDescription,
+  type WrittenFile,
+} from "./safetensors/writer.js";
+export {
+  bf16BytesToF32,
+  f16BitsToF32Bits,
+  f16BytesToF32,
+  f32BitsToBf16Bits,
+  f32BitsToF16Bits,
+  f32ToBf16Bytes,
+  f32ToF16Bytes,
+} from "./convert/floats.js";
+export { accumulateScaledInto, toFloat32 } from "./convert/elementwise.js";
+export {
+  checkShardName,
+  HF_INDEX_FILE,
+  HF_SINGLE_FILE,
+  MAX_INDEX_BYTES,
+  MAX_SHARD_COUNT,
+  openHfDirectory,
+  parseSafetensorsIndex,
+  type HfDirectory,
+  type HfTensorInfo,
+  type SafetensorsIndex,
+} from "./hf/directory.js";
+export { inspectPath, type InspectKind, type InspectReport, type InspectedTensor } from "./inspect.js";
 
 // --- torch.save zip + restricted unpickler + DCP metadata (src/torch, src/dcp)
 export { openTorchFile, type TorchFile, type TorchTensorEntry } from "./torch/reader.js";
