@@ -9,8 +9,8 @@ import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.j
 
 /** Depth of nested containers walked when naming tensors; real checkpoints nest < 10. */
 export const MAX_TREE_DEPTH = 256;
-/** Container slots visited when naming tensors; a shared sub-list referenced twice per level would explode. */
-export const MAX_TREE_NODES = 20_000_000;
+/** Containers visited when naming tensors (real files: about one per module); a shared sub-list referenced twice per level would explode. */
+export const MAX_TREE_NODES = 2_000_000;
 /** `version` and `byteorder` records are a few bytes. */
 export const MAX_SMALL_RECORD_BYTES = 64;
 /** torch writes format version 3; versions 1..MAX_TORCH_FORMAT_VERSION use the same layout. */
@@ -56,31 +56,43 @@ function keySegment(key: unknown, index: number): string {
 /** Lists the tensors of a tree, nested keys joined with "."; bounded in depth and visits. */
 export function collectTensors(root: unknown, file: string): { name: string; tensor: TorchTensor }[] {
   const found: { name: string; tensor: TorchTensor }[] = [];
+  const path: string[] = [];
   let visits = 0;
-  const walk = (value: unknown, path: string, depth: number): void => {
-    if (++visits > MAX_TREE_NODES)
-      throw fileError("PICKLE_TOO_LARGE", file, `more than ${MAX_TREE_NODES} values`);
+  const walk = (value: unknown): void => {
     if (value instanceof TorchTensor) {
-      found.push({ name: path, tensor: value });
+      found.push({ name: path.join("."), tensor: value });
       return;
     }
-    const children: [string, unknown][] = [];
-    if (value instanceof PickleDict) {
-      let i = 0;
-      for (const [key, child] of value.map) children.push([keySegment(key, i++), child]);
-    } else if (Array.isArray(value) || value instanceof PickleTuple) {
-      const items = Array.isArray(value) ? value : value.items;
-      for (const [i, child] of items.entries()) children.push([String(i), child]);
-    } else {
-      return;
+    const isDict = value instanceof PickleDict;
+    const isSequence = Array.isArray(value) || value instanceof PickleTuple;
+    if (!isDict && !isSequence) return;
+    if (++visits > MAX_TREE_NODES) {
+      throw fileError(
+        "PICKLE_TOO_LARGE",
+        file,
+        `more than ${MAX_TREE_NODES} containers (shared sub-containers?)`,
+      );
     }
-    if (children.length > 0 && depth >= MAX_TREE_DEPTH) {
+    if (path.length >= MAX_TREE_DEPTH) {
       throw fileError("PICKLE_TOO_DEEP", file, `containers nest deeper than ${MAX_TREE_DEPTH}`);
     }
-    for (const [segment, child] of children)
-      walk(child, path === "" ? segment : `${path}.${segment}`, depth + 1);
+    if (isDict) {
+      let i = 0;
+      for (const [key, child] of (value as PickleDict).map) {
+        path.push(keySegment(key, i++));
+        walk(child);
+        path.pop();
+      }
+      return;
+    }
+    const items = Array.isArray(value) ? value : (value as PickleTuple).items;
+    for (let i = 0; i < items.length; i++) {
+      path.push(String(i));
+      walk(items[i]);
+      path.pop();
+    }
   };
-  walk(root, "", 0);
+  walk(root);
   return found;
 }
 
