@@ -37,3 +37,4 @@ export {
   type MemoryCall,
 } from "./memory/store.js";
 export type { MemoryFault, FaultTarget, StoreOperation } from "./memory/faults.js";
+export { createFileStore, type FileStoreOptions } from "./file/store.js";

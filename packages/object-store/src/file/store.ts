@@ -1,0 +1,463 @@
+import { createHash, randomBytes } from "node:crypto";
+import { constants } from "node:fs";
+import {
+  type FileHandle,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  rename,
+  rmdir,
+  unlink,
+} from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { addAbortSignal, Readable } from "node:stream";
+import { ObjectStoreError } from "../errors.js";
+import { abortError, digestMismatch, openBody, sizeMismatch } from "../internal/body.js";
+import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
+import { infoMetadata, putMetadata } from "../internal/put-options.js";
+import { resolveRange } from "../internal/range.js";
+import { withRetry } from "../internal/retry.js";
+import type {
+  CallOptions,
+  CreateResult,
+  DestinationIdentity,
+  GetOptions,
+  ListOptions,
+  ObjectInfo,
+  ObjectStore,
+  PutBody,
+  PutOptions,
+} from "../types.js";
+import { formatStoreUri, parseStoreUri } from "../uri.js";
+import { errnoCode } from "./layout.js";
+import {
+  fileError,
+  linkOutcome,
+  META_DIR,
+  payloadPath,
+  type Sidecar,
+  sidecarMetadata,
+  sidecarPath,
+  TEMP_PREFIX,
+} from "./layout.js";
+
+export interface FileStoreOptions {
+  /** Absolute root directory; created on the first write. */
+  readonly root: string;
+  /** Default per-call timeout (ms). */
+  readonly timeoutMs?: number;
+}
+
+/** mkdir -p racing a concurrent delete's empty-directory pruning settles within a few rounds. */
+const MAX_DIRECTORY_RACES = 5;
+
+function isMissing(error: unknown): boolean {
+  const code = errnoCode(error);
+  return code === "ENOENT" || code === "ENOTDIR";
+}
+
+interface WrittenTemp {
+  readonly path: string;
+  readonly ino: bigint;
+  readonly size: bigint;
+  readonly mtimeNs: bigint;
+}
+
+class FileStore implements ObjectStore {
+  readonly identity: DestinationIdentity;
+  readonly uri: string;
+  private readonly root: string;
+
+  constructor(private readonly options: FileStoreOptions) {
+    const parsed = parseStoreUri(formatStoreUri({ scheme: "file", bucket: options.root, prefix: "" }));
+    this.root = parsed.bucket;
+    this.identity = { scheme: "file", endpoint: "local", bucket: parsed.bucket, prefix: "" };
+    this.uri = formatStoreUri(parsed);
+  }
+
+  /** Runs an operation under the caller's signal and timeout (no retries: local I/O errors are final). */
+  private run<T>(
+    key: string,
+    options: CallOptions | undefined,
+    operation: (signal: AbortSignal) => Promise<T>,
+  ) {
+    const timeoutMs = options?.timeoutMs ?? this.options.timeoutMs;
+    return withRetry((_attempt, signal) => operation(signal), {
+      retries: 0,
+      isTransient: () => false,
+      subject: `${this.uri} ${key}`,
+      ...(options?.signal === undefined ? {} : { signal: options.signal }),
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    });
+  }
+
+  private failure(action: string, key: string, error: unknown): ObjectStoreError {
+    return fileError(action, key, this.uri, error);
+  }
+
+  /** mkdir -p, then `attempt`, repeating when a concurrent prune removed the directory in between. */
+  private async inDirectory<T>(dir: string, attempt: () => Promise<T>): Promise<T> {
+    for (let round = 1; ; round++) {
+      await mkdir(dir, { recursive: true });
+      try {
+        return await attempt();
+      } catch (error) {
+        if (errnoCode(error) !== "ENOENT" || round >= MAX_DIRECTORY_RACES) throw error;
+      }
+    }
+  }
+
+  private async syncDirectory(dir: string): Promise<void> {
+    const handle = await open(dir, constants.O_RDONLY);
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  /** Writes the body to a fresh temporary beside `final`, fsyncs it and checks size and digest. */
+  private async writeTemp(
+    key: string,
+    final: string,
+    body: PutBody,
+    options: PutOptions | undefined,
+    signal: AbortSignal,
+  ): Promise<WrittenTemp> {
+    const { stream, size } = await openBody(key, body);
+    addAbortSignal(signal, stream);
+    const dir = dirname(final);
+    const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
+    const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+    try {
+      const hash = createHash("sha256");
+      let written = 0;
+      for await (const chunk of stream) {
+        const bytes = chunk as Uint8Array;
+        written += bytes.byteLength;
+        if (written > size) throw sizeMismatch(key, written, size);
+        hash.update(bytes);
+        await handle.write(bytes);
+        options?.onProgress?.(written);
+      }
+      if (written !== size) throw sizeMismatch(key, written, size);
+      const digest = hash.digest("hex");
+      if (options?.sha256 !== undefined && digest !== options.sha256) {
+        throw digestMismatch(key, digest, options.sha256);
+      }
+      await handle.sync();
+      const stat = await handle.stat({ bigint: true });
+      await handle.close();
+      return { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs };
+    } catch (error) {
+      stream.destroy();
+      await handle.close().catch(() => {});
+      await unlink(path).catch(() => {});
+      if (signal.aborted) throw abortError(key, signal);
+      throw error;
+    }
+  }
+
+  /** Writes the sidecar of a payload inode (through a temporary + rename) before the payload appears. */
+  private async writeSidecar(
+    key: string,
+    temp: WrittenTemp,
+    metadata: Record<string, string>,
+  ): Promise<string> {
+    const path = sidecarPath(this.root, key, temp.ino);
+    const sidecar: Sidecar = {
+      version: 1,
+      ino: String(temp.ino),
+      size: Number(temp.size),
+      mtimeNs: String(temp.mtimeNs),
+      metadata,
+    };
+    const dir = dirname(path);
+    const tempPath = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
+    await this.inDirectory(dir, async () => {
+      const handle = await open(tempPath, "wx", 0o644);
+      try {
+        await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+    });
+    await rename(tempPath, path);
+    return path;
+  }
+
+  private async readInfo(key: string): Promise<ObjectInfo | undefined> {
+    const final = payloadPath(this.root, key);
+    let stat: Awaited<ReturnType<typeof lstat>> & { ino: bigint; size: bigint; mtimeNs: bigint };
+    try {
+      stat = await lstat(final, { bigint: true });
+    } catch (error) {
+      if (isMissing(error)) return undefined;
+      throw error;
+    }
+    if (!stat.isFile()) return undefined;
+    let sidecar: unknown;
+    try {
+      sidecar = JSON.parse(await readFile(sidecarPath(this.root, key, stat.ino), "utf8"));
+    } catch (error) {
+      if (!isMissing(error) && !(error instanceof SyntaxError)) throw error;
+    }
+    const stored = sidecarMetadata(sidecar, stat);
+    return {
+      key,
+      size: Number(stat.size),
+      lastModified: new Date(Number(stat.mtimeMs)),
+      etag: `${stat.ino}-${stat.mtimeNs}`,
+      ...infoMetadata(stored),
+    };
+  }
+
+  async createIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<CreateResult> {
+    validateKey(key);
+    const metadata = putMetadata(key, options);
+    const final = payloadPath(this.root, key);
+    return this.run(key, options, async (signal) => {
+      try {
+        const temp = await this.writeTemp(key, final, body, options, signal);
+        const sidecar = await this.writeSidecar(key, temp, metadata).catch(async (error: unknown) => {
+          await unlink(temp.path).catch(() => {});
+          throw error;
+        });
+        let code: string | undefined;
+        try {
+          await link(temp.path, final);
+        } catch (error) {
+          code = errnoCode(error) ?? "unknown error";
+        }
+        const links =
+          code === undefined
+            ? 2
+            : await lstat(temp.path).then(
+                (s) => s.nlink,
+                () => undefined,
+              );
+        const outcome = linkOutcome(code, links);
+        await unlink(temp.path).catch(() => {});
+        if (outcome !== "created") await unlink(sidecar).catch(() => {});
+        if (outcome === "failed") throw this.failure("create", key, Object.assign(new Error(code), { code }));
+        if (
+          outcome === "exists" &&
+          (await lstat(final).then(
+            (st) => st.isDirectory(),
+            () => false,
+          ))
+        ) {
+          throw this.failure("create", key, Object.assign(new Error("EISDIR"), { code: "EISDIR" }));
+        }
+        if (outcome === "created") await this.syncDirectory(dirname(final));
+        const info = await this.readInfo(key);
+        if (info === undefined) {
+          throw new ObjectStoreError(
+            "STORE_PRECONDITION_UNCONFIRMED",
+            `create ${key} in ${this.uri}: the object was ${outcome} but vanished before it could be read back; ` +
+              "something else deletes in this directory.",
+            { kind: "transient", subject: key },
+          );
+        }
+        return { status: outcome, info };
+      } catch (error) {
+        if (signal.aborted) throw abortError(key, signal);
+        throw this.failure("create", key, error);
+      }
+    });
+  }
+
+  async put(key: string, body: PutBody, options?: PutOptions): Promise<ObjectInfo> {
+    validateKey(key);
+    const metadata = putMetadata(key, options);
+    const final = payloadPath(this.root, key);
+    return this.run(key, options, async (signal) => {
+      try {
+        const temp = await this.writeTemp(key, final, body, options, signal);
+        const sidecar = await this.writeSidecar(key, temp, metadata).catch(async (error: unknown) => {
+          await unlink(temp.path).catch(() => {});
+          throw error;
+        });
+        const previous = await lstat(final, { bigint: true }).then(
+          (s) => (s.isFile() ? s.ino : undefined),
+          () => undefined,
+        );
+        try {
+          await rename(temp.path, final);
+        } catch (error) {
+          await unlink(temp.path).catch(() => {});
+          await unlink(sidecar).catch(() => {});
+          throw error;
+        }
+        if (previous !== undefined && previous !== temp.ino) {
+          await unlink(sidecarPath(this.root, key, previous)).catch(() => {});
+        }
+        await this.syncDirectory(dirname(final));
+        return {
+          key,
+          size: Number(temp.size),
+          lastModified: new Date(Number(temp.mtimeNs / 1_000_000n)),
+          etag: `${temp.ino}-${temp.mtimeNs}`,
+          ...infoMetadata(metadata),
+        };
+      } catch (error) {
+        if (signal.aborted) throw abortError(key, signal);
+        throw this.failure("put", key, error);
+      }
+    });
+  }
+
+  async head(key: string, options?: CallOptions): Promise<ObjectInfo | undefined> {
+    validateKey(key);
+    return this.run(key, options, async () => {
+      try {
+        return await this.readInfo(key);
+      } catch (error) {
+        throw this.failure("head", key, error);
+      }
+    });
+  }
+
+  async get(key: string, options?: GetOptions): Promise<Readable> {
+    validateKey(key);
+    return this.run(key, options, async (signal) => {
+      let handle: FileHandle;
+      try {
+        handle = await open(payloadPath(this.root, key), constants.O_RDONLY | constants.O_NOFOLLOW);
+      } catch (error) {
+        if (isMissing(error) || errnoCode(error) === "ELOOP") {
+          throw new ObjectStoreError("STORE_NOT_FOUND", `get ${key}: no such object in ${this.uri}.`, {
+            subject: key,
+          });
+        }
+        throw this.failure("get", key, error);
+      }
+      try {
+        const stat = await handle.stat();
+        if (!stat.isFile()) {
+          throw new ObjectStoreError("STORE_NOT_FOUND", `get ${key}: no such object in ${this.uri}.`, {
+            subject: key,
+          });
+        }
+        const { start, end } = resolveRange(key, options?.range, stat.size);
+        if (start === end) {
+          await handle.close();
+          return Readable.from([]);
+        }
+        const stream = handle.createReadStream({ start, end: end - 1 });
+        return options?.signal === undefined ? stream : addAbortSignal(options.signal, stream);
+      } catch (error) {
+        await handle.close().catch(() => {});
+        if (signal.aborted) throw abortError(key, signal);
+        throw this.failure("get", key, error);
+      }
+    });
+  }
+
+  /** Keys under `dir` (whose key is `dirKey`, "" for the root) matching `prefix`, in byte order. */
+  private async *walk(
+    dir: string,
+    dirKey: string,
+    prefix: string,
+    signal?: AbortSignal,
+  ): AsyncGenerator<ObjectInfo> {
+    if (signal?.aborted) throw abortError(prefix, signal);
+    let entries: import("node:fs").Dirent[];
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (error) {
+      if (isMissing(error)) return;
+      throw this.failure("list", prefix, error);
+    }
+    const visible = entries
+      .filter((e) => !e.name.startsWith(TEMP_PREFIX) && !(dirKey === "" && e.name === META_DIR))
+      .filter((e) => e.isDirectory() || e.isFile())
+      .map((e) => ({ entry: e, sortKey: e.isDirectory() ? `${e.name}/` : e.name }))
+      .sort((a, b) => compareKeys(a.sortKey, b.sortKey));
+    for (const { entry } of visible) {
+      const key = dirKey === "" ? entry.name : `${dirKey}/${entry.name}`;
+      if (entry.isDirectory()) {
+        const below = `${key}/`;
+        if (prefix.startsWith(below) || below.startsWith(prefix)) {
+          yield* this.walk(join(dir, entry.name), key, prefix, signal);
+        }
+      } else if (key.startsWith(prefix)) {
+        if (signal?.aborted) throw abortError(prefix, signal);
+        let stat: import("node:fs").BigIntStats;
+        try {
+          stat = await lstat(join(dir, entry.name), { bigint: true });
+        } catch (error) {
+          if (isMissing(error)) continue;
+          throw this.failure("list", prefix, error);
+        }
+        yield {
+          key,
+          size: Number(stat.size),
+          lastModified: new Date(Number(stat.mtimeMs)),
+          etag: `${stat.ino}-${stat.mtimeNs}`,
+          metadata: {},
+        };
+      }
+    }
+  }
+
+  async *list(prefix: string, options?: ListOptions): AsyncIterable<ObjectInfo> {
+    validateListPrefix(prefix);
+    if (options?.signal?.aborted) throw abortError(prefix, options.signal);
+    const slash = prefix.lastIndexOf("/");
+    const startKey = slash === -1 ? "" : prefix.slice(0, slash);
+    const startDir = startKey === "" ? this.root : payloadPath(this.root, startKey);
+    yield* this.walk(startDir, startKey, prefix, options?.signal);
+  }
+
+  /** Removes now-empty directories from `dir` up to (not including) `stop`. */
+  private async prune(dir: string, stop: string): Promise<void> {
+    for (let current = dir; current !== stop && current.startsWith(`${stop}/`); current = dirname(current)) {
+      try {
+        await rmdir(current);
+      } catch {
+        return;
+      }
+    }
+  }
+
+  async delete(key: string, options?: CallOptions): Promise<void> {
+    validateKey(key);
+    const final = payloadPath(this.root, key);
+    await this.run(key, options, async () => {
+      try {
+        let ino: bigint;
+        try {
+          const stat = await lstat(final, { bigint: true });
+          if (stat.isDirectory()) return;
+          ino = stat.ino;
+          await unlink(final);
+        } catch (error) {
+          if (isMissing(error)) return;
+          throw error;
+        }
+        const sidecar = sidecarPath(this.root, key, ino);
+        await unlink(sidecar).catch(() => {});
+        await this.syncDirectory(dirname(final)).catch(() => {});
+        await this.prune(dirname(final), this.root);
+        await this.prune(dirname(sidecar), join(this.root, META_DIR));
+        await this.prune(join(this.root, META_DIR), this.root);
+      } catch (error) {
+        throw this.failure("delete", key, error);
+      }
+    });
+  }
+}
+
+/**
+ * The local filesystem store (`file:///abs/root`): one file per key under the root, written
+ * through a temporary + fsync + rename; conditional create by `link(2)`, atomic on local
+ * filesystems and on NFS; sha256 and user metadata in inode-bound sidecars under `.ckpt-meta/`.
+ */
+export function createFileStore(options: FileStoreOptions): ObjectStore {
+  return new FileStore(options);
+}

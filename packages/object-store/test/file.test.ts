@@ -1,0 +1,131 @@
+import { createHash } from "node:crypto";
+import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createFileStore } from "../src/file/store.js";
+import type { ObjectInfo, ObjectStore } from "../src/types.js";
+
+const text = (s: string) => new TextEncoder().encode(s);
+const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+
+async function keys(store: ObjectStore, prefix = ""): Promise<string[]> {
+  const out: ObjectInfo[] = [];
+  for await (const info of store.list(prefix)) out.push(info);
+  return out.map((i) => i.key);
+}
+
+async function tree(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries
+    .filter((e) => e.isFile())
+    .map((e) => join(e.parentPath, e.name).slice(dir.length + 1))
+    .sort();
+}
+
+describe("file store specifics", () => {
+  let root: string;
+  let store: ObjectStore;
+  let cleanup: () => Promise<void>;
+
+  beforeEach(async () => {
+    const temp = await makeTempDir("ckpt-file-");
+    cleanup = temp.cleanup;
+    root = join(temp.dir, "root");
+    store = createFileStore({ root });
+  });
+  afterEach(async () => {
+    await cleanup();
+  });
+
+  it("has identity file/local/<root> and a file:// URI", () => {
+    expect(store.identity).toEqual({ scheme: "file", endpoint: "local", bucket: root, prefix: "" });
+    expect(store.uri).toBe(`file://${root}`);
+  });
+
+  it("keeps payloads as plain files, metadata in hidden inode-bound sidecars, and no temporaries", async () => {
+    await store.put("iter_1/model.pt", text("weights"), { sha256: sha("weights") });
+    await store.createIfAbsent("iter_1/decl.json", text("{}"));
+    const files = await tree(root);
+    expect(files.filter((f) => !f.startsWith(".ckpt-meta/"))).toEqual([
+      "iter_1/decl.json",
+      "iter_1/model.pt",
+    ]);
+    expect(files.filter((f) => f.startsWith(".ckpt-meta/"))).toEqual([
+      expect.stringMatching(/^\.ckpt-meta\/iter_1\/decl\.json\.\d+\.json$/),
+      expect.stringMatching(/^\.ckpt-meta\/iter_1\/model\.pt\.\d+\.json$/),
+    ]);
+    expect(await keys(store)).toEqual(["iter_1/decl.json", "iter_1/model.pt"]);
+  });
+
+  it("refuses keys in the reserved namespaces", async () => {
+    for (const key of [".ckpt-meta/x", "a/.ckpt-tmp.123", ".ckpt-meta"]) {
+      await expect(store.put(key, text("x"))).rejects.toMatchObject({ code: "STORE_INVALID_KEY" });
+    }
+  });
+
+  it("hides leftover temporaries and reports no digest for a file without a sidecar", async () => {
+    await mkdir(join(root, "iter_2"), { recursive: true });
+    await writeFile(join(root, "iter_2", ".ckpt-tmp.deadbeef"), "partial");
+    await writeFile(join(root, "iter_2", "foreign.bin"), "foreign");
+    expect(await keys(store)).toEqual(["iter_2/foreign.bin"]);
+    const head = await store.head("iter_2/foreign.bin");
+    expect(head).toMatchObject({ size: 7, metadata: {} });
+    expect(head?.sha256).toBeUndefined();
+  });
+
+  it("drops the digest when the payload is changed in place behind the store's back", async () => {
+    await store.put("m.pt", text("original"), { sha256: sha("original") });
+    expect((await store.head("m.pt"))?.sha256).toBe(sha("original"));
+    await writeFile(join(root, "m.pt"), "tampered");
+    const head = await store.head("m.pt");
+    expect(head?.size).toBe(8);
+    expect(head?.sha256).toBeUndefined();
+  });
+
+  it("refuses a body whose digest differs from the declared sha256 and leaves nothing", async () => {
+    await expect(store.put("x/y", text("abc"), { sha256: sha("abd") })).rejects.toMatchObject({
+      code: "STORE_INTEGRITY",
+    });
+    await expect(store.createIfAbsent("x/z", text("abc"), { sha256: sha("abd") })).rejects.toMatchObject({
+      code: "STORE_INTEGRITY",
+    });
+    expect(await tree(root)).toEqual([]);
+  });
+
+  it("removes the replaced payload's sidecar on overwrite and everything on delete, pruning empty dirs", async () => {
+    await store.put("a/b/c", text("1"), { sha256: sha("1") });
+    await store.put("a/b/c", text("22"), { sha256: sha("22") });
+    expect((await tree(root)).filter((f) => f.startsWith(".ckpt-meta/"))).toHaveLength(1);
+    expect((await store.head("a/b/c"))?.sha256).toBe(sha("22"));
+    await store.delete("a/b/c");
+    expect(await readdir(root)).toEqual([]);
+  });
+
+  it("does not follow a symlink at a key", async () => {
+    await mkdir(root, { recursive: true });
+    await writeFile(join(root, "..", "outside"), "secret");
+    await symlink(join(root, "..", "outside"), join(root, "link"));
+    await expect(store.head("link")).resolves.toBeUndefined();
+    await expect(store.get("link")).rejects.toMatchObject({ code: "STORE_NOT_FOUND" });
+    expect(await keys(store)).toEqual([]);
+  });
+
+  it("refuses a key that collides with a directory of other keys", async () => {
+    await store.put("a/b", text("x"));
+    await expect(store.put("a", text("y"))).rejects.toMatchObject({
+      code: "STORE_INVALID_KEY",
+      kind: "refused",
+    });
+    await expect(store.createIfAbsent("a", text("y"))).rejects.toMatchObject({ code: "STORE_INVALID_KEY" });
+    await expect(store.put("a/b/c", text("z"))).rejects.toMatchObject({ code: "STORE_INVALID_KEY" });
+    await expect(store.head("a")).resolves.toBeUndefined();
+    await store.delete("a");
+    expect(await keys(store)).toEqual(["a/b"]);
+  });
+
+  it("answers an empty listing and no head for a root that does not exist yet", async () => {
+    expect(await keys(store)).toEqual([]);
+    await expect(store.head("x")).resolves.toBeUndefined();
+  });
+});
