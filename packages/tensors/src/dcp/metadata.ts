@@ -34,6 +34,13 @@ const TORCH_CONSTANTS = new Set([
   "preserve_format",
 ]);
 
+/** Members of torch's _MEM_FORMAT_ENCODING enum (TensorProperties state). */
+const MEMORY_FORMAT_ENCODINGS = new Set([
+  "TORCH_CONTIGUOUS_FORMAT",
+  "TORCH_CHANNELS_LAST",
+  "TORCH_PRESERVE_FORMAT",
+]);
+
 /** One stored piece: which file, where, how long. */
 export interface DcpStorageInfo {
   readonly relativePath: string;
@@ -87,6 +94,9 @@ function dcpPolicy(file: string): UnpicklePolicy {
     const q = `${module}.${name}`;
     if (DATACLASSES.has(q) || q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING`) return true;
     if (q === "collections.OrderedDict" || q === "torch.Size" || q === "_codecs.encode") return true;
+    if (q === "torch.serialization._get_layout") return true;
+    // Python 3.11+ pickles an Enum member as getattr(EnumClass, "NAME"); `call` only lets it read _MEM_FORMAT_ENCODING.
+    if (q === "builtins.getattr" || q === "__builtin__.getattr") return true;
     if (module === "pathlib" && (name === "PosixPath" || name === "PurePosixPath")) return true;
     return (
       module === "torch" &&
@@ -104,7 +114,27 @@ function dcpPolicy(file: string): UnpicklePolicy {
       if (q === "torch.Size" && args.length === 1 && args[0] instanceof PickleTuple) return args[0];
       if (q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING` && args.length === 1)
         return new PickleObject(callable, args);
-      if (callable.module === "pathlib" && args.every((a) => typeof a === "string")) return args.join("/");
+      if (callable.name === "getattr") {
+        const [cls, member] = args;
+        if (
+          args.length === 2 &&
+          cls instanceof PickleGlobal &&
+          cls.qualifiedName === `${METADATA_MODULE}._MEM_FORMAT_ENCODING` &&
+          typeof member === "string" &&
+          MEMORY_FORMAT_ENCODINGS.has(member)
+        ) {
+          return new PickleObject(cls, [member]);
+        }
+        return fail("PICKLE_CALL_REFUSED", "getattr is allowed only for _MEM_FORMAT_ENCODING members");
+      }
+      // torch pickles a layout as _get_layout("torch.strided"): a lookup in a fixed table, answered here.
+      if (q === "torch.serialization._get_layout" && typeof args[0] === "string" && args.length === 1) {
+        const name = args[0].replace(/^torch\./, "");
+        if (TORCH_CONSTANTS.has(name)) return new PickleGlobal("torch", name);
+      }
+      if (callable.module === "pathlib" && args.every((a) => typeof a === "string")) {
+        return args[0] === "/" ? `/${args.slice(1).join("/")}` : args.join("/");
+      }
       if (
         q === "_codecs.encode" &&
         typeof args[0] === "string" &&

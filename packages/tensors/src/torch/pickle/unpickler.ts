@@ -439,7 +439,7 @@ export function refuseGlobal(module: string, name: string, file: string, what: s
   throw new TensorsError(
     "PICKLE_GLOBAL_REFUSED",
     `unpickle ${what} of ${file}: global ${truncateForMessage(`${module}.${name}`)} is not allowed` +
-      " (only tensor rebuild functions, storage types and plain containers are)",
+      " (it is not on the allow-list; nothing a file names is ever imported or called)",
     { file, kind: "refused" },
   );
 }
