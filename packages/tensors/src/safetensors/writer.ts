@@ -1,3 +1,4 @@
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ManifestError, writeFileAtomic } from "@ckpt/manifest";
 import { type DType, dtypeSize, isDType } from "../dtypes.js";
@@ -249,7 +250,7 @@ export interface ShardedWriteResult {
 }
 
 /**
- * Writes `tensors` into `dir` as shards plus `<prefix>.safetensors.index.json` (`metadata.total_size`
+ * Writes `tensors` into `dir` (created if missing) as shards plus `<prefix>.safetensors.index.json` (`metadata.total_size`
  * and `weight_map`). Each shard is written through a temporary and renamed; the index is written
  * last, so a directory with an index has every shard it names.
  */
@@ -261,6 +262,7 @@ export async function writeShardedSafetensors(
 ): Promise<ShardedWriteResult> {
   const prefix = options.prefix ?? "model";
   const shardPlans = planShards(tensors, options.maxShardBytes, prefix);
+  await mkdir(dir, { recursive: true });
   const weightMap: Record<string, string> = {};
   const shards: WrittenFile[] = [];
   let totalSize = 0;
