@@ -126,6 +126,18 @@ describe("GCS backend (JSON API) against a recording fake", () => {
     expect(fake.objects.get("ckpt-bucket")?.get("runs/r1/model.pt")?.data.equals(data)).toBe(true);
   });
 
+  it("refuses a body contradicting its declared sha256: nothing left behind, small or resumable", async () => {
+    const s = store();
+    await expect(s.put("d1", Buffer.from("x"), { sha256: "2".repeat(64) })).rejects.toMatchObject({
+      code: "STORE_INTEGRITY",
+    });
+    await expect(
+      s.put("d2", randomBytes(2 * MiB), { sha256: "3".repeat(64), multipartThreshold: MiB }),
+    ).rejects.toMatchObject({ code: "STORE_INTEGRITY" });
+    expect(fake.objects.get("ckpt-bucket")?.has("runs/r1/d1") ?? false).toBe(false);
+    expect(fake.objects.get("ckpt-bucket")?.has("runs/r1/d2") ?? false).toBe(false);
+  });
+
   it("a stream body of a declared size uploads resumably", async () => {
     const data = randomBytes(2 * MiB);
     const s = store();
@@ -147,7 +159,7 @@ describe("GCS backend (JSON API) against a recording fake", () => {
       key: "h.bin",
       size: 10,
       sha256: sha(data),
-      metadata: { sha256: sha(data), step: "7" },
+      metadata: { step: "7" },
     });
     expect(await s.head("nope")).toBeUndefined();
   });

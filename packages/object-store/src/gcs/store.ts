@@ -1,3 +1,4 @@
+import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -5,9 +6,10 @@ import { type File, type FileMetadata, Storage, type StorageOptions } from "@goo
 import { DEFAULT_GCS_ENDPOINT } from "../credentials.js";
 import { isTransientStoreError, ObjectStoreError } from "../errors.js";
 import { joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
+import { digestMismatch } from "../internal/body.js";
+import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import { withRetry } from "../internal/retry.js";
 import { bodySize, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PART_SIZE, wholeBody } from "../s3/body.js";
-import { userMetadata } from "../s3/metadata.js";
 import type { StoreRetryOptions } from "../s3/store.js";
 import type {
   CallOptions,
@@ -98,10 +100,9 @@ function infoFrom(key: string, meta: FileMetadata): ObjectInfo {
   return {
     key,
     size: Number(meta.size ?? 0),
-    ...(metadata.sha256 === undefined ? {} : { sha256: metadata.sha256 }),
+    ...infoMetadata(metadata),
     ...(meta.etag === undefined ? {} : { etag: meta.etag }),
     ...(updated === undefined ? {} : { lastModified: updated }),
-    metadata,
   };
 }
 
@@ -133,7 +134,7 @@ async function createIfAbsent(
 ): Promise<CreateResult> {
   const f = file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const metadata = userMetadata(options, subject);
+  const metadata = putMetadata(subject, options);
   const created = await retrying(ctx, "create", subject, options, async () => {
     try {
       await f.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
@@ -161,15 +162,15 @@ async function createIfAbsent(
   );
 }
 
-/** A source that counts the bytes it hands on (for onProgress). */
-function counted(source: Readable, onProgress: ((n: number) => void) | undefined): Readable {
-  if (onProgress === undefined) return source;
+/** A source that hashes and counts the bytes it hands on (for the digest check and onProgress). */
+function counted(source: Readable, hash: Hash, onProgress: ((n: number) => void) | undefined): Readable {
   let sent = 0;
   return Readable.from(
     (async function* () {
       for await (const chunk of source) {
+        hash.update(chunk as Buffer);
         sent += (chunk as Buffer).byteLength;
-        onProgress(sent);
+        onProgress?.(sent);
         yield chunk;
       }
     })(),
@@ -184,11 +185,15 @@ async function put(
 ): Promise<ObjectInfo> {
   const f = file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const metadata = userMetadata(options, subject);
+  const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
   const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
   if (size <= threshold) {
     const held = await wholeBody(body, size, subject);
+    if (metadata.sha256 !== undefined) {
+      const actual = createHash("sha256").update(held).digest("hex");
+      if (actual !== metadata.sha256) throw digestMismatch(subject, actual, metadata.sha256);
+    }
     await retrying(ctx, "put", subject, options, () =>
       f.save(held, { resumable: false, metadata: uploadMetadata(options, metadata) }),
     );
@@ -205,19 +210,33 @@ async function put(
         : body.stream;
   // A stream can be consumed once; files and bytes are re-read on a retry.
   const retries = typeof body === "object" && "stream" in body ? 0 : undefined;
+  let hash = createHash("sha256");
   await retrying(
     ctx,
     "put",
     subject,
     options,
-    (signal) =>
-      pipeline(
-        counted(source(), options?.onProgress),
+    (signal) => {
+      hash = createHash("sha256");
+      return pipeline(
+        counted(source(), hash, options?.onProgress),
         f.createWriteStream({ resumable: true, chunkSize, metadata: uploadMetadata(options, metadata) }),
         { signal },
-      ),
+      );
+    },
     retries,
   );
+  const actual = hash.digest("hex");
+  if (metadata.sha256 !== undefined && actual !== metadata.sha256) {
+    // The resumable upload has already committed: remove the object this call wrote.
+    await f.delete({ ignoreNotFound: true });
+    throw new ObjectStoreError(
+      "STORE_INTEGRITY",
+      `put ${subject}: the body's sha256 is ${actual} but the caller declared ${metadata.sha256}. ` +
+        "The uploaded object was removed.",
+      { kind: "input", subject },
+    );
+  }
   const info = infoFrom(key, f.metadata);
   if (info.size !== size) {
     throw new ObjectStoreError(

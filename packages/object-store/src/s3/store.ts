@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import {
@@ -14,6 +15,8 @@ import {
 } from "@aws-sdk/client-s3";
 import { isTransientStoreError, ObjectStoreError } from "../errors.js";
 import { joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
+import { digestMismatch } from "../internal/body.js";
+import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import { withRetry } from "../internal/retry.js";
 import type {
   CallOptions,
@@ -38,7 +41,6 @@ import {
 import { makeS3Client, resolveS3Endpoint, type S3Dialect } from "./client.js";
 import { errorNameOf, httpStatusOf, isNotFound, isPreconditionFailed, toStoreError } from "./errors.js";
 import { gcsConditionalPut } from "./gcs-xml.js";
-import { userMetadata } from "./metadata.js";
 
 /** Retry tuning shared by the S3 and GCS backends (see `withRetry`). */
 export interface StoreRetryOptions {
@@ -128,26 +130,17 @@ function infoFromHead(
     Metadata?: Record<string, string>;
   },
 ): ObjectInfo {
-  const metadata = { ...(head.Metadata ?? {}) };
-  const sha256 = metadata.sha256;
   return {
     key,
     size: head.ContentLength ?? 0,
-    ...(sha256 === undefined ? {} : { sha256 }),
+    ...infoMetadata(head.Metadata ?? {}),
     ...(head.ETag === undefined ? {} : { etag: head.ETag }),
     ...(head.LastModified === undefined ? {} : { lastModified: head.LastModified }),
-    metadata,
   };
 }
 
 function putInfo(key: string, size: number, metadata: Record<string, string>, etag?: string): ObjectInfo {
-  return {
-    key,
-    size,
-    ...(metadata.sha256 === undefined ? {} : { sha256: metadata.sha256 }),
-    ...(etag === undefined ? {} : { etag }),
-    metadata,
-  };
+  return { key, size, ...infoMetadata(metadata), ...(etag === undefined ? {} : { etag }) };
 }
 
 async function head(ctx: Ctx, key: string, call?: CallOptions): Promise<ObjectInfo | undefined> {
@@ -174,7 +167,7 @@ async function createIfAbsent(
 ): Promise<CreateResult> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const metadata = userMetadata(options, subject);
+  const metadata = putMetadata(subject, options);
   const outcome = await retrying(ctx, "create", subject, options, async (abortSignal) => {
     try {
       if (ctx.dialect === "gcs") {
@@ -248,6 +241,15 @@ async function singlePut(
   // A file is streamed afresh on every attempt; other bodies are held once (at most the threshold).
   const held =
     typeof body === "object" && "path" in body && size > 0 ? undefined : await wholeBody(body, size, subject);
+  if (metadata.sha256 !== undefined) {
+    const hash = createHash("sha256");
+    if (held !== undefined) hash.update(held);
+    else
+      for await (const chunk of createReadStream((body as { path: string }).path))
+        hash.update(chunk as Buffer);
+    const actual = hash.digest("hex");
+    if (actual !== metadata.sha256) throw digestMismatch(subject, actual, metadata.sha256);
+  }
   const out = await retrying(ctx, "put", subject, options, (abortSignal) =>
     ctx.client.send(
       new PutObjectCommand({
@@ -300,7 +302,13 @@ async function multipartPut(
   const parts: Array<{ PartNumber: number; ETag: string }> = [];
   let sent = 0;
   try {
-    const source = bodyParts(body, size, partSize, subject);
+    const hash = createHash("sha256");
+    const source = (async function* () {
+      for await (const part of bodyParts(body, size, partSize, subject)) {
+        hash.update(part);
+        yield part;
+      }
+    })();
     let nextNumber = 1;
     const worker = async () => {
       for (;;) {
@@ -353,6 +361,10 @@ async function multipartPut(
       }
       throw failure.reason;
     }
+    const actual = hash.digest("hex");
+    if (metadata.sha256 !== undefined && actual !== metadata.sha256) {
+      throw digestMismatch(subject, actual, metadata.sha256);
+    }
     parts.sort((a, b) => a.PartNumber - b.PartNumber);
     const done = await retrying(ctx, "complete multipart upload of", subject, options, (abortSignal) =>
       ctx.client.send(
@@ -385,7 +397,7 @@ async function put(
 ): Promise<ObjectInfo> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const metadata = userMetadata(options, subject);
+  const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
   const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
   return size <= threshold

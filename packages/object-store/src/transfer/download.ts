@@ -1,0 +1,107 @@
+import { createWriteStream } from "node:fs";
+import { mkdir, open, rename, stat, unlink } from "node:fs/promises";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { ObjectStoreError } from "../errors.js";
+import type { ObjectStore } from "../types.js";
+import {
+  directoryPrefix,
+  drainTransfer,
+  type TransferEvent,
+  type TransferOptions,
+  type TransferReport,
+} from "./events.js";
+import { DigestingStream } from "./hashing.js";
+
+/** Suffix of the temporary each file is written through before its rename. */
+export const PART_SUFFIX = ".part";
+
+async function sizeOf(path: string): Promise<number | undefined> {
+  try {
+    const info = await stat(path);
+    return info.isFile() ? info.size : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function fsyncFile(path: string): Promise<void> {
+  const handle = await open(path, "r+");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Download every object under `prefix` (a directory of the store; "" = all) into `localDir`,
+ * keeping the path below the prefix. Idempotent: a local file of the same size is skipped. Each
+ * file is written to `<name>.part`, fsync'ed, checked against its size and recorded sha256, then
+ * renamed into place, so a crash leaves a recognisable `.part` and never a short final file.
+ */
+export async function* downloadPrefixIter(
+  store: ObjectStore,
+  prefix: string,
+  localDir: string,
+  options: TransferOptions = {},
+): AsyncGenerator<TransferEvent> {
+  const call = options.signal === undefined ? {} : { signal: options.signal };
+  const dirPrefix = directoryPrefix(prefix);
+  const root = resolve(localDir);
+  for await (const listed of store.list(dirPrefix, call)) {
+    const key = listed.key;
+    const rel = key.slice(dirPrefix.length);
+    const target = resolve(root, ...rel.split("/"));
+    const inside = relative(root, target);
+    if (inside === "" || inside.startsWith(`..${sep}`) || inside === ".." || isAbsolute(inside)) {
+      throw new ObjectStoreError(
+        "STORE_INVALID_KEY",
+        `download ${store.uri}/${key}: the key does not map to a path inside ${root}.`,
+        { kind: "refused", subject: `${store.uri}/${key}` },
+      );
+    }
+    if ((await sizeOf(target)) === listed.size) {
+      yield { type: "skip", key, size: listed.size, reason: "same-size" };
+      continue;
+    }
+    const info = (await store.head(key, call)) ?? listed;
+    const temporary = `${target}${PART_SUFFIX}`;
+    try {
+      await mkdir(dirname(target), { recursive: true });
+      const digesting = new DigestingStream();
+      await pipeline(await store.get(key, call), digesting, createWriteStream(temporary), call);
+      await fsyncFile(temporary);
+      const actual = digesting.digest();
+      if (digesting.bytes !== info.size || (info.sha256 !== undefined && actual !== info.sha256)) {
+        throw new ObjectStoreError(
+          "STORE_INTEGRITY",
+          `download ${store.uri}/${key}: received ${digesting.bytes} bytes hashing to ${actual}, but the object ` +
+            `records ${info.size} bytes${info.sha256 === undefined ? "" : ` and sha256 ${info.sha256}`}. ` +
+            "The partial file was removed; retry, or check the object.",
+          { subject: `${store.uri}/${key}` },
+        );
+      }
+      await rename(temporary, target);
+      yield { type: "done", key, size: info.size, sha256: actual };
+    } catch (error) {
+      await unlink(temporary).catch(() => undefined);
+      if (error instanceof ObjectStoreError) throw error;
+      throw new ObjectStoreError(
+        "STORE_REQUEST_FAILED",
+        `download ${store.uri}/${key} to ${join(root, rel)}: ${(error as NodeJS.ErrnoException).code ?? "write failed"}.`,
+        { subject: `${store.uri}/${key}`, cause: error },
+      );
+    }
+  }
+}
+
+/** `downloadPrefixIter` drained into a report. */
+export function downloadPrefix(
+  store: ObjectStore,
+  prefix: string,
+  localDir: string,
+  options: TransferOptions = {},
+): Promise<TransferReport> {
+  return drainTransfer(downloadPrefixIter(store, prefix, localDir, options));
+}
