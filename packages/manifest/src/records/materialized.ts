@@ -1,0 +1,103 @@
+import { z } from "zod";
+import {
+  fileEntrySchema,
+  inventorySchema,
+  type RecordSchema,
+  recordApi,
+  safeRelativePathSchema,
+  sha256Schema,
+  sortByPath,
+} from "./common.js";
+import { baseIdentitySchema, sourceFileSchema, toolVersionSchema } from "./merge-complete.js";
+import { MATERIALIZED_MARKER_FILE, OVERLAY_SOURCE_FILE } from "./names.js";
+
+export const MATERIALIZED_MARKER_SCHEMA = "posttrain.materialized.v1";
+export const OVERLAY_SOURCE_SCHEMA = "posttrain.overlay-source.v1";
+/** The conversion this library's materializer implements; older outputs must be rebuilt. */
+export const CURRENT_CONVERSION_VERSION = "materialize_model_pt_to_hf/3";
+/** Longest recorded chat-template diff: one hunk of a template is kilobytes. */
+export const MAX_TEMPLATE_DIFF_LENGTH = 256 * 1024;
+/** Most tensors counted in one export: large MoE checkpoints hold ~1e5; this bounds a crafted record. */
+export const MAX_TENSOR_COUNT = 100_000_000;
+
+/** Options that change the bytes of the output, and so are part of its identity. */
+export const materializeOptionsSchema = z.strictObject({
+  unified_chat_template: z.boolean(),
+});
+export type MaterializeOptions = z.infer<typeof materializeOptionsSchema>;
+
+/** What a materialize request is: the same identity means the same output. */
+const requestShape = {
+  /** e.g. `materialize_model_pt_to_hf/3`. */
+  conversion_version: toolVersionSchema,
+  /** The consolidated model.pt converted: where it came from, its size and digest. */
+  source: sourceFileSchema,
+  base: baseIdentitySchema,
+  options: materializeOptionsSchema,
+};
+
+export const chatTemplateRecordSchema = z.strictObject({
+  /** Digest of the base processor's template text, the canonical form written into both files. */
+  processor_template_sha256: sha256Schema,
+  /** The shipped digest of each rewritten template file of the output. */
+  files: inventorySchema(z.strictObject({ path: safeRelativePathSchema, sha256: sha256Schema })).min(1),
+  /** The one-hunk unified diff between the base template and the written one. */
+  diff: z.string().max(MAX_TEMPLATE_DIFF_LENGTH),
+});
+export type ChatTemplateRecord = z.infer<typeof chatTemplateRecordSchema>;
+
+export const materializedMarkerSchema = z.strictObject({
+  schema: z.literal(MATERIALIZED_MARKER_SCHEMA),
+  ...requestShape,
+  /** The safetensors shards and their index, relative to the output directory. */
+  shards: inventorySchema(fileEntrySchema).min(1),
+  tensor_count: z.number().int().min(0).max(MAX_TENSOR_COUNT),
+  /** False when the build skipped tensor probing (`--no-verify`). */
+  tensors_verified: z.boolean(),
+  /** Present when options.unified_chat_template rewrote the template files. */
+  chat_template: chatTemplateRecordSchema.nullable(),
+});
+
+/** The Hugging Face output marker `.materialized`: request identity plus the verified shard inventory. */
+export type MaterializedMarker = z.infer<typeof materializedMarkerSchema>;
+
+export const MATERIALIZED_MARKER_RECORD: RecordSchema<MaterializedMarker> = {
+  title: "materialized marker",
+  fileName: MATERIALIZED_MARKER_FILE,
+  versionField: "schema",
+  versions: [MATERIALIZED_MARKER_SCHEMA],
+  schema: materializedMarkerSchema,
+  normalize: (m) => ({
+    ...m,
+    shards: sortByPath(m.shards),
+    chat_template: m.chat_template && { ...m.chat_template, files: sortByPath(m.chat_template.files) },
+  }),
+};
+
+export const overlaySourceSchema = z.strictObject({
+  schema: z.literal(OVERLAY_SOURCE_SCHEMA),
+  ...requestShape,
+});
+
+/** `.overlay_source.json`: the identity of the build that owns an intermediate HF output directory. */
+export type OverlaySource = z.infer<typeof overlaySourceSchema>;
+
+export const OVERLAY_SOURCE_RECORD: RecordSchema<OverlaySource> = {
+  title: "overlay source record",
+  fileName: OVERLAY_SOURCE_FILE,
+  versionField: "schema",
+  versions: [OVERLAY_SOURCE_SCHEMA],
+  schema: overlaySourceSchema,
+};
+
+const marker = recordApi(MATERIALIZED_MARKER_RECORD);
+export const validateMaterializedMarker = marker.validate;
+export const parseMaterializedMarker = marker.parse;
+export const readMaterializedMarker = marker.read;
+export const serializeMaterializedMarker = marker.serialize;
+
+const overlay = recordApi(OVERLAY_SOURCE_RECORD);
+export const validateOverlaySource = overlay.validate;
+export const parseOverlaySource = overlay.parse;
+export const readOverlaySource = overlay.read;
+export const serializeOverlaySource = overlay.serialize;

@@ -1,0 +1,110 @@
+import { z } from "zod";
+import { ManifestError } from "../errors.js";
+import { parseStrictJson } from "../json/strict.js";
+import {
+  codedIssue,
+  decodeUtf8,
+  destinationSchema,
+  inventorySchema,
+  iterationSchema,
+  MAX_RECORD_BYTES,
+  type RecordSchema,
+  readBoundedFile,
+  recordApi,
+  sizedFileEntrySchema,
+  sortByPath,
+  validateRecord,
+} from "./common.js";
+import { UPLOADED_MARKER_FILE } from "./names.js";
+
+export const UPLOADED_MARKER_SCHEMA = "posttrain.archive-marker.v1";
+/** Longest legacy one-line marker accepted; the old writers put a URI or a timestamp there. */
+export const MAX_LEGACY_MARKER_BYTES = 4096;
+
+export const uploadedMarkerSchema = z
+  .strictObject({
+    schema: z.literal(UPLOADED_MARKER_SCHEMA),
+    /** `artifact`: a checkpoint_artifacts/iter_* archive; `full_checkpoint`: a checkpoints/iter_* upload. */
+    kind: z.enum(["artifact", "full_checkpoint"]),
+    iteration: iterationSchema,
+    destination: destinationSchema,
+    /** The archived files relative to the iteration directory. */
+    files: inventorySchema(sizedFileEntrySchema).min(1),
+  })
+  .superRefine((m, ctx) => {
+    if (m.kind !== "artifact") return;
+    // Artifact receipts gate deletion of the local copy, so every entry must be digest-verifiable.
+    m.files.forEach((f, i) => {
+      if (f.sha256 === undefined) {
+        codedIssue(ctx, "RECORD_MISSING_DIGEST", "an artifact receipt needs a sha256 for every file", [
+          "files",
+          i,
+          "sha256",
+        ]);
+      }
+    });
+  });
+
+/** The local archive receipt `.uploaded`: the destination it binds to and the archived inventory. */
+export type UploadedMarker = z.infer<typeof uploadedMarkerSchema>;
+
+/**
+ * What reading `.uploaded` yields: a receipt, or the one-line text an earlier release wrote. The
+ * legacy form proves only that an upload once finished; it names no destination and no digest,
+ * so nothing may be verified, adopted or deleted on its strength.
+ */
+export type UploadedMarkerRead = { legacy: false; marker: UploadedMarker } | { legacy: true; text: string };
+
+export const UPLOADED_MARKER_RECORD: RecordSchema<UploadedMarker> = {
+  title: "archive receipt",
+  fileName: UPLOADED_MARKER_FILE,
+  versionField: "schema",
+  versions: [UPLOADED_MARKER_SCHEMA],
+  schema: uploadedMarkerSchema,
+  normalize: (m) => ({ ...m, files: sortByPath(m.files) }),
+};
+
+const api = recordApi(UPLOADED_MARKER_RECORD);
+/** Validates the JSON form only; the legacy text form is recognised by parse/read. */
+export const validateUploadedMarker = api.validate;
+export const serializeUploadedMarker = api.serialize;
+
+/**
+ * Parses `.uploaded` bytes. Text whose first non-blank character is `{` must be a valid JSON
+ * receipt; anything else must be the legacy single line of text (at most one trailing newline,
+ * no control characters) and is returned as `{ legacy: true, text }`.
+ */
+export function parseUploadedMarker(
+  bytes: Uint8Array,
+  name: string = UPLOADED_MARKER_FILE,
+): UploadedMarkerRead {
+  if (bytes.byteLength > MAX_RECORD_BYTES) {
+    throw new ManifestError(
+      "RECORD_TOO_LARGE",
+      `read ${name}: the file is ${bytes.byteLength} bytes; records are at most ${MAX_RECORD_BYTES} bytes. It is not a ckpt record.`,
+      { file: name },
+    );
+  }
+  const text = decodeUtf8(bytes, name);
+  if (text.trimStart().startsWith("{") || text.startsWith("\ufeff")) {
+    const result = validateRecord(UPLOADED_MARKER_RECORD, parseStrictJson(text, { name }), name);
+    if (!result.ok) throw result.error;
+    return { legacy: false, marker: result.value };
+  }
+  const line = text.endsWith("\n") ? text.slice(0, -1) : text;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
+  if (bytes.byteLength > MAX_LEGACY_MARKER_BYTES || /[\u0000-\u001f\u007f]/.test(line)) {
+    throw new ManifestError(
+      "RECORD_BAD_TEXT",
+      `read ${name}: it is neither a JSON receipt nor a one-line legacy marker (at most ${MAX_LEGACY_MARKER_BYTES} bytes). ` +
+        "Remove it and publish again to write a receipt.",
+      { file: name },
+    );
+  }
+  return { legacy: true, text: line };
+}
+
+/** Reads `.uploaded`; see {@link parseUploadedMarker}. */
+export async function readUploadedMarker(path: string): Promise<UploadedMarkerRead> {
+  return parseUploadedMarker(await readBoundedFile(path), path);
+}

@@ -1,0 +1,219 @@
+// One realistic, valid example of every record. The tests round-trip them and docs/formats.md
+// shows their serialized bytes (a test checks the doc still matches).
+import { createHash } from "node:crypto";
+import type {
+  ArchiveDeclaration,
+  ArtifactManifest,
+  ControlManifest,
+  MaterializedMarker,
+  MergeComplete,
+  MultiRoleSuccess,
+  OverlaySource,
+  StagedRecord,
+  UploadedMarker,
+} from "../src/index.js";
+import {
+  serializeArchiveDeclaration,
+  serializeArtifactManifest,
+  serializeControlManifest,
+  serializeMaterializedMarker,
+  serializeMergeComplete,
+  serializeMultiRoleSuccess,
+  serializeOverlaySource,
+  serializeStagedRecord,
+  serializeUploadedMarker,
+} from "../src/index.js";
+
+/** A deterministic fake digest, so examples are stable and readable. */
+export function digestOf(label: string): string {
+  return createHash("sha256").update(label).digest("hex");
+}
+
+export const artifactManifest: ArtifactManifest = {
+  schema: "posttrain.checkpoint-artifact.v1",
+  iteration: 300,
+  format: "consolidated",
+  logical_components: ["model"],
+  physical_components: [
+    { name: "model", kind: "file", path: "model.pt", size: 1_073_741_824, sha256: digestOf("model.pt") },
+  ],
+  producer: "ckpt-merge/1",
+};
+
+export const dcpArtifactManifest: ArtifactManifest = {
+  schema: "posttrain.checkpoint-artifact.v1",
+  iteration: 100,
+  format: "dcp",
+  logical_components: ["model", "training_state"],
+  physical_components: [
+    { name: "trainer", kind: "file", path: "trainer.pt", size: 4096, sha256: digestOf("trainer.pt") },
+    {
+      name: "model",
+      kind: "dir",
+      path: "model",
+      files: [
+        { path: "__1_0.distcp", size: 52_428_800, sha256: digestOf("__1_0") },
+        { path: "__0_0.distcp", size: 52_428_800, sha256: digestOf("__0_0") },
+        { path: ".metadata", size: 20_480, sha256: digestOf(".metadata") },
+      ],
+    },
+  ],
+};
+
+export const manifestBytes = serializeArtifactManifest(artifactManifest);
+const manifestSha = createHash("sha256").update(manifestBytes).digest("hex");
+
+export const archiveDeclaration: ArchiveDeclaration = {
+  schema: "posttrain.artifact-archive.v1",
+  manifest_sha256: manifestSha,
+  manifest_size: manifestBytes.byteLength,
+  files: [
+    { path: "model.pt", size: 1_073_741_824, sha256: digestOf("model.pt") },
+    { path: ".posttrain-checkpoint-artifact.json", size: manifestBytes.byteLength, sha256: manifestSha },
+    { path: ".merge-complete.json", size: 1210, sha256: digestOf(".merge-complete.json") },
+    { path: "merge-diagnostics.json", size: 5321, sha256: digestOf("diag") },
+  ],
+};
+
+export const destination = {
+  scheme: "s3",
+  endpoint: "s3.us-east-1.example.com",
+  bucket: "checkpoint-experiments",
+  prefix: "vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300",
+} as const;
+
+export const uploadedMarker: UploadedMarker = {
+  schema: "posttrain.archive-marker.v1",
+  kind: "artifact",
+  iteration: 300,
+  destination,
+  files: archiveDeclaration.files,
+};
+
+export const fullCheckpointUploadedMarker: UploadedMarker = {
+  schema: "posttrain.archive-marker.v1",
+  kind: "full_checkpoint",
+  iteration: 100,
+  destination: { ...destination, prefix: "vlm/grpo/run-a/20260901120000/checkpoints/iter_000000100" },
+  files: [
+    { path: "model.pt", size: 85_899_345_920 },
+    { path: "optim.pt", size: 27_917_287_424 },
+    { path: "trainer.pt", size: 4096, sha256: digestOf("trainer.pt") },
+  ],
+};
+
+export const stagedRecord: StagedRecord = {
+  schema: "posttrain.staged-fetch.v1",
+  source: {
+    uri: "s3://checkpoint-experiments/vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300",
+    destination,
+    manifest_sha256: manifestSha,
+    declaration_sha256: digestOf("declaration"),
+  },
+  iteration: 300,
+  files: [
+    { path: "model.pt", size: 1_073_741_824, sha256: digestOf("model.pt") },
+    { path: ".posttrain-checkpoint-artifact.json", size: manifestBytes.byteLength, sha256: manifestSha },
+  ],
+  complete: true,
+};
+
+export const mergeComplete: MergeComplete = {
+  schema: "posttrain.merge-complete.v1",
+  tool_version: "ckpt-merge/1",
+  request: {
+    mode: "tv",
+    experts: [
+      { source: "/lustre/runs/expert-a/iter_000000300/model.pt", size: 1_073_741_824, sha256: digestOf("a") },
+      { source: "/lustre/runs/expert-b/iter_000000300/model.pt", size: 1_073_741_824, sha256: digestOf("b") },
+    ],
+    base: { source: "/lustre/bases/qwen-vl-8b", fingerprint: digestOf("base") },
+    lam: 0.5,
+    iteration: 300,
+  },
+  files: [
+    { path: "model.pt", size: 1_073_741_824, sha256: digestOf("model.pt") },
+    { path: ".posttrain-checkpoint-artifact.json", size: manifestBytes.byteLength, sha256: manifestSha },
+  ],
+  diagnostics: { location: "artifact", path: "merge-diagnostics.json", size: 5321, sha256: digestOf("diag") },
+};
+
+const materializeRequest = {
+  conversion_version: "materialize_model_pt_to_hf/3",
+  source: {
+    source: "s3://checkpoint-experiments/vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300",
+    size: 1_073_741_824,
+    sha256: digestOf("model.pt"),
+  },
+  base: { source: "/lustre/bases/qwen-vl-8b", fingerprint: digestOf("base") },
+  options: { unified_chat_template: false },
+} as const;
+
+export const materializedMarker: MaterializedMarker = {
+  schema: "posttrain.materialized.v1",
+  ...materializeRequest,
+  shards: [
+    { path: "model-00002-of-00002.safetensors", size: 536_870_912, sha256: digestOf("shard2") },
+    { path: "model-00001-of-00002.safetensors", size: 536_870_912, sha256: digestOf("shard1") },
+    { path: "model.safetensors.index.json", size: 61_440, sha256: digestOf("index") },
+  ],
+  tensor_count: 883,
+  tensors_verified: true,
+  chat_template: null,
+};
+
+export const overlaySource: OverlaySource = { schema: "posttrain.overlay-source.v1", ...materializeRequest };
+
+export const controlManifest: ControlManifest = {
+  schema: "posttrain.checkpoint-manifest.v1",
+  iteration: 100,
+  components: ["model", "optim"],
+  control_generation: "g0001-20260901121500",
+  control: {
+    trainer: {
+      path: ".posttrain/generations/g0001-20260901121500/trainer.pt",
+      size: 4096,
+      sha256: digestOf("trainer.pt"),
+    },
+    data: {
+      path: ".posttrain/generations/g0001-20260901121500/data.pt",
+      size: 812,
+      sha256: digestOf("data.pt"),
+    },
+  },
+  validation_publication: null,
+};
+
+export const multiRoleSuccess: MultiRoleSuccess = {
+  schema: "posttrain.multi-role-boundary.v1",
+  iteration: 12,
+  roles: { policy: { optimizer_step: 7 }, critic: { optimizer_step: 12 } },
+  loop_state: { critic_warmup_iterations: 5 },
+};
+
+/** Every example with its file name and serializer, in the order docs/formats.md presents them. */
+export const EXAMPLES: ReadonlyArray<{ file: string; label: string; bytes: () => Uint8Array }> = [
+  { file: ".posttrain-checkpoint-artifact.json", label: "consolidated", bytes: () => manifestBytes },
+  {
+    file: ".posttrain-checkpoint-artifact.json",
+    label: "dcp",
+    bytes: () => serializeArtifactManifest(dcpArtifactManifest),
+  },
+  {
+    file: ".posttrain-archive.json",
+    label: "",
+    bytes: () => serializeArchiveDeclaration(archiveDeclaration),
+  },
+  { file: ".uploaded", label: "artifact", bytes: () => serializeUploadedMarker(uploadedMarker) },
+  {
+    file: ".uploaded",
+    label: "full_checkpoint",
+    bytes: () => serializeUploadedMarker(fullCheckpointUploadedMarker),
+  },
+  { file: ".staged.json", label: "", bytes: () => serializeStagedRecord(stagedRecord) },
+  { file: ".merge-complete.json", label: "", bytes: () => serializeMergeComplete(mergeComplete) },
+  { file: ".materialized", label: "", bytes: () => serializeMaterializedMarker(materializedMarker) },
+  { file: ".overlay_source.json", label: "", bytes: () => serializeOverlaySource(overlaySource) },
+  { file: ".posttrain-manifest.json", label: "", bytes: () => serializeControlManifest(controlManifest) },
+  { file: "_SUCCESS", label: "", bytes: () => serializeMultiRoleSuccess(multiRoleSuccess) },
+];
