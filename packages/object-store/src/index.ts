@@ -38,3 +38,9 @@ export {
 } from "./memory/store.js";
 export type { MemoryFault, FaultTarget, StoreOperation } from "./memory/faults.js";
 export { createFileStore, type FileStoreOptions } from "./file/store.js";
+export { createS3Store, type S3StoreOptions, type StoreRetryOptions } from "./s3/store.js";
+export { resolveS3Endpoint, type S3Dialect, type ResolvedS3Endpoint } from "./s3/client.js";
+export { createGcsStore, type GcsStoreOptions, type GcsServiceAccount } from "./gcs/store.js";
+export { copyPrefix, copyPrefixIter, type CopyPrefixOptions } from "./transfer/copy.js";
+export { downloadPrefix, downloadPrefixIter, PART_SUFFIX } from "./transfer/download.js";
+export type { TransferEvent, TransferReport, TransferOptions } from "./transfer/events.js";
