@@ -150,9 +150,17 @@ function issueToError(spec: RecordLabel, name: string, issue: z.core.$ZodIssue):
   let what = issue.message;
   switch (issue.code) {
     case "invalid_type":
-      code = "input" in issue ? "RECORD_WRONG_TYPE" : "RECORD_MISSING_FIELD";
-      if (!("input" in issue)) what = `is missing (expected ${issue.expected})`;
+      // Parsed JSON never holds undefined, so an undefined input is an absent field.
+      code = issue.input === undefined ? "RECORD_MISSING_FIELD" : "RECORD_WRONG_TYPE";
+      if (issue.input === undefined) what = `is missing (expected ${issue.expected})`;
       break;
+    case "invalid_key": {
+      const inner = issue.issues[0];
+      const custom = inner?.code === "custom" ? inner.params?.code : undefined;
+      code = typeof custom === "string" ? custom : "RECORD_INVALID_VALUE";
+      what = `has an invalid key: ${inner?.message ?? "not allowed"}`;
+      break;
+    }
     case "unrecognized_keys": {
       const key = issue.keys[0] ?? "";
       code = "RECORD_UNKNOWN_FIELD";

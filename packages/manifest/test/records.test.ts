@@ -1,0 +1,449 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  ARTIFACT_MANIFEST_RECORD,
+  artifactPayloadFiles,
+  canonicalJson,
+  logicalComponentOf,
+  parseArchiveDeclaration,
+  parseArtifactManifest,
+  parseLatestPointer,
+  parseMultiRoleSuccess,
+  parseUploadedMarker,
+  readArtifactManifest,
+  readLatestPointer,
+  readUploadedMarker,
+  serializeArtifactManifest,
+  serializeLatestPointer,
+  serializeRecord,
+  serializeUploadedMarker,
+  validateArchiveDeclaration,
+  validateArtifactManifest,
+  validateControlManifest,
+  validateMaterializedMarker,
+  validateMergeComplete,
+  validateMultiRoleSuccess,
+  validateStagedRecord,
+  validateUploadedMarker,
+} from "../src/index.js";
+import * as ex from "./examples.js";
+
+const enc = (text: string) => new TextEncoder().encode(text);
+const dec = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+const clone = <T>(v: T): T => structuredClone(v);
+
+function errorOf(result: { ok: boolean; error?: unknown }) {
+  expect(result.ok).toBe(false);
+  return result.error as { code: string; field?: string; file?: string; message: string };
+}
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "ckpt-records-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("every example round-trips through its canonical bytes", () => {
+  it.each(ex.EXAMPLES.map((e) => [`${e.file} ${e.label}`, e] as const))("%s", (_label, e) => {
+    const bytes = e.bytes();
+    const text = dec(bytes);
+    expect(text.endsWith("}\n")).toBe(true);
+    // Canonical: re-serializing the parsed JSON gives the same bytes.
+    expect(canonicalJson(JSON.parse(text))).toBe(text);
+  });
+});
+
+describe("canonical JSON", () => {
+  it("sorts keys by code point at every depth and ignores insertion order", () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe(
+      canonicalJson({ a: { c: null, d: [3, { y: 2, z: 1 }] }, b: 1 }),
+    );
+    expect(canonicalJson({ "\u{1F600}": 1, "\uFFFF": 2, a: 3 })).toBe(
+      '{\n  "a": 3,\n  "\uFFFF": 2,\n  "\u{1F600}": 1\n}\n',
+    );
+  });
+
+  it("refuses values JSON cannot hold and drops undefined members", () => {
+    expect(() => canonicalJson({ a: Number.NaN })).toThrow(
+      expect.objectContaining({ code: "RECORD_NOT_SERIALIZABLE" }),
+    );
+    expect(() => canonicalJson([1n])).toThrow(expect.objectContaining({ code: "RECORD_NOT_SERIALIZABLE" }));
+    expect(canonicalJson({ a: undefined, b: 1 })).toBe('{\n  "b": 1\n}\n');
+  });
+
+  it("writes inventories sorted by path, so the same inventory gives the same digest", () => {
+    const reversed = { ...ex.uploadedMarker, files: [...ex.uploadedMarker.files].reverse() };
+    expect(dec(serializeUploadedMarker(reversed))).toBe(dec(serializeUploadedMarker(ex.uploadedMarker)));
+  });
+
+  it("orders physical components canonically and their file inventories by path", () => {
+    const m = parseArtifactManifest(serializeArtifactManifest(ex.dcpArtifactManifest));
+    expect(m.physical_components.map((c) => c.name)).toEqual(["model", "trainer"]);
+    const model = m.physical_components[0]!;
+    expect(model.kind === "dir" && model.files.map((f) => f.path)).toEqual([
+      ".metadata",
+      "__0_0.distcp",
+      "__1_0.distcp",
+    ]);
+  });
+});
+
+describe("artifact manifest", () => {
+  it("lists payload files relative to the artifact directory", () => {
+    expect(artifactPayloadFiles(ex.dcpArtifactManifest).map((f) => [f.path, f.component])).toEqual([
+      ["model/.metadata", "model"],
+      ["model/__0_0.distcp", "model"],
+      ["model/__1_0.distcp", "model"],
+      ["trainer.pt", "trainer"],
+    ]);
+    expect(logicalComponentOf("optim")).toBe("optimizer");
+    expect(logicalComponentOf("data")).toBe("training_state");
+  });
+
+  it("accepts a file descriptor without a digest (the publisher adds it)", () => {
+    const m = clone(ex.artifactManifest);
+    const c = m.physical_components[0]!;
+    if (c.kind === "file") delete c.sha256;
+    expect(validateArtifactManifest(m).ok).toBe(true);
+  });
+
+  it("accepts a sharded optim under consolidated", () => {
+    const m = clone(ex.artifactManifest);
+    m.logical_components = ["model", "optimizer"];
+    m.physical_components.push({
+      name: "optim",
+      kind: "dir",
+      path: "optim",
+      files: [{ path: "__0_0.distcp", size: 1 }],
+    });
+    expect(validateArtifactManifest(m).ok).toBe(true);
+  });
+
+  const bad: Array<
+    [string, (m: ReturnType<typeof clone<typeof ex.artifactManifest>>) => void, string, string?]
+  > = [
+    [
+      "logical components out of order",
+      (m) => (m.logical_components = ["optimizer", "model"]),
+      "RECORD_INCONSISTENT",
+      "logical_components[1]",
+    ],
+    [
+      "duplicate logical components",
+      (m) => (m.logical_components = ["model", "model"]),
+      "RECORD_INCONSISTENT",
+      "logical_components[1]",
+    ],
+    [
+      "empty logical components",
+      (m) => (m.logical_components = []),
+      "RECORD_WRONG_COUNT",
+      "logical_components",
+    ],
+    [
+      "unknown logical component",
+      (m) => ((m.logical_components as string[]) = ["weights"]),
+      "RECORD_INVALID_VALUE",
+      "logical_components[0]",
+    ],
+    [
+      "component of an unselected logical",
+      (m) => m.physical_components.push({ name: "optim", kind: "file", path: "optim.pt", size: 1 }),
+      "RECORD_INCONSISTENT",
+      "physical_components[1].name",
+    ],
+    [
+      "wrong path for the name",
+      (m) => (m.physical_components[0]!.path = "weights.pt"),
+      "RECORD_INCONSISTENT",
+      "physical_components[0].path",
+    ],
+    [
+      "traversal path",
+      (m) => (m.physical_components[0]!.path = "../model.pt"),
+      "PATH_TRAVERSAL",
+      "physical_components[0].path",
+    ],
+    ["a file under dcp", (m) => (m.format = "dcp"), "RECORD_INCONSISTENT", "physical_components[0].kind"],
+    [
+      "missing required component",
+      (m) => (m.logical_components = ["model", "training_state"]),
+      "RECORD_INCONSISTENT",
+      "physical_components",
+    ],
+    ["unknown field", (m) => Object.assign(m, { extra: 1 }), "RECORD_UNKNOWN_FIELD", "extra"],
+    ["negative iteration", (m) => (m.iteration = -1), "RECORD_OUT_OF_RANGE", "iteration"],
+    [
+      "fractional size",
+      (m) => (m.physical_components[0]!.kind === "file" ? (m.physical_components[0]!.size = 1.5) : 0),
+      "RECORD_WRONG_TYPE",
+      "physical_components[0].size",
+    ],
+    [
+      "upper-case digest",
+      (m) => {
+        const c = m.physical_components[0]!;
+        if (c.kind === "file") c.sha256 = ex.digestOf("x").toUpperCase();
+      },
+      "RECORD_BAD_DIGEST",
+      "physical_components[0].sha256",
+    ],
+    ["missing schema", (m) => delete (m as Partial<typeof m>).schema, "RECORD_MISSING_FIELD", "schema"],
+    [
+      "unknown version",
+      (m) => ((m as { schema: string }).schema = "posttrain.checkpoint-artifact.v9"),
+      "RECORD_UNKNOWN_VERSION",
+      "schema",
+    ],
+    [
+      "missing iteration",
+      (m) => delete (m as Partial<typeof m>).iteration,
+      "RECORD_MISSING_FIELD",
+      "iteration",
+    ],
+  ];
+  it.each(bad)("refuses %s", (_label, mutate, code, field) => {
+    const m = clone(ex.artifactManifest);
+    mutate(m);
+    const e = errorOf(validateArtifactManifest(m, "iter_000000300/.posttrain-checkpoint-artifact.json"));
+    expect(e).toMatchObject({ code, field, file: "iter_000000300/.posttrain-checkpoint-artifact.json" });
+    expect(e.message).toContain("iter_000000300/.posttrain-checkpoint-artifact.json");
+    expect(() => serializeRecord(ARTIFACT_MANIFEST_RECORD, m)).toThrow(expect.objectContaining({ code }));
+  });
+
+  it("refuses a directory component with an unsafe file path", () => {
+    const m = clone(ex.dcpArtifactManifest);
+    const c = m.physical_components[1]!;
+    if (c.kind === "dir") c.files[0]!.path = "a//b";
+    expect(errorOf(validateArtifactManifest(m))).toMatchObject({
+      code: "PATH_EMPTY_SEGMENT",
+      field: "physical_components[1].files[0].path",
+    });
+  });
+
+  it("reads a file and names it in errors", async () => {
+    const good = join(dir, "good.json");
+    await writeFile(good, serializeArtifactManifest(ex.artifactManifest));
+    expect(await readArtifactManifest(good)).toEqual(ex.artifactManifest);
+    await expect(readArtifactManifest(join(dir, "missing.json"))).rejects.toMatchObject({
+      code: "RECORD_NOT_FOUND",
+    });
+    await expect(readArtifactManifest(dir)).rejects.toMatchObject({ code: "RECORD_NOT_A_FILE" });
+  });
+});
+
+describe("archive declaration", () => {
+  it("requires the native manifest in the inventory, matching its digest", () => {
+    const d = clone(ex.archiveDeclaration);
+    d.files = d.files.filter((f) => f.path !== ".posttrain-checkpoint-artifact.json");
+    expect(errorOf(validateArchiveDeclaration(d))).toMatchObject({
+      code: "RECORD_INCONSISTENT",
+      field: "files",
+    });
+    const e = clone(ex.archiveDeclaration);
+    e.manifest_size += 1;
+    expect(errorOf(validateArchiveDeclaration(e)).code).toBe("RECORD_INCONSISTENT");
+  });
+
+  it("refuses bookkeeping files and duplicate paths in the inventory", () => {
+    const d = clone(ex.archiveDeclaration);
+    d.files.push({ path: ".uploaded", size: 1, sha256: ex.digestOf("u") });
+    expect(errorOf(validateArchiveDeclaration(d)).code).toBe("RECORD_INCONSISTENT");
+    const e = clone(ex.archiveDeclaration);
+    e.files.push({ ...e.files[0]! });
+    expect(errorOf(validateArchiveDeclaration(e))).toMatchObject({
+      code: "RECORD_DUPLICATE_PATH",
+      field: "files[4].path",
+    });
+  });
+
+  it("parses its own bytes", () => {
+    expect(parseArchiveDeclaration(enc(canonicalJson(ex.archiveDeclaration)))).toEqual(ex.archiveDeclaration);
+  });
+});
+
+describe(".uploaded", () => {
+  it("reads a JSON receipt", () => {
+    expect(parseUploadedMarker(serializeUploadedMarker(ex.uploadedMarker))).toEqual({
+      legacy: false,
+      marker: {
+        ...ex.uploadedMarker,
+        files: [...ex.uploadedMarker.files].sort((a, b) => (a.path < b.path ? -1 : 1)),
+      },
+    });
+  });
+
+  it("reads the legacy one-line form as legacy, never as a receipt", async () => {
+    expect(parseUploadedMarker(enc("s3://bucket/run/checkpoints/iter_000000100\n"))).toEqual({
+      legacy: true,
+      text: "s3://bucket/run/checkpoints/iter_000000100",
+    });
+    expect(parseUploadedMarker(enc(""))).toEqual({ legacy: true, text: "" });
+    const path = join(dir, ".uploaded");
+    await writeFile(path, "uploaded 2025-01-01T00:00:00Z");
+    const read = await readUploadedMarker(path);
+    expect(read.legacy).toBe(true);
+    expect("marker" in read).toBe(false);
+  });
+
+  it("refuses multi-line text and damaged JSON instead of treating them as legacy", () => {
+    expect(() => parseUploadedMarker(enc("line one\nline two\n"), "x/.uploaded")).toThrow(
+      expect.objectContaining({ code: "RECORD_BAD_TEXT", file: "x/.uploaded" }),
+    );
+    expect(() => parseUploadedMarker(enc('  {"schema": "posttrain.archive-marker.v1"'))).toThrow(
+      expect.objectContaining({ code: "JSON_TRUNCATED" }),
+    );
+    expect(() => parseUploadedMarker(enc("x".repeat(5000)))).toThrow(
+      expect.objectContaining({ code: "RECORD_BAD_TEXT" }),
+    );
+  });
+
+  it("requires digests on artifact receipts but not on full-checkpoint bulk", () => {
+    expect(validateUploadedMarker(ex.fullCheckpointUploadedMarker).ok).toBe(true);
+    const m = clone(ex.fullCheckpointUploadedMarker);
+    m.kind = "artifact";
+    expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+      code: "RECORD_MISSING_DIGEST",
+      field: "files[0].sha256",
+    });
+  });
+
+  it("refuses an endpoint that is a URL or carries user info", () => {
+    for (const endpoint of ["https://s3.example.com", "key:secret@s3.example.com", "a b"]) {
+      const m = clone(ex.uploadedMarker);
+      m.destination = { ...m.destination, endpoint };
+      expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+        code: "RECORD_BAD_TEXT",
+        field: "destination.endpoint",
+      });
+    }
+    const m = clone(ex.uploadedMarker);
+    m.destination = { ...m.destination, prefix: "/abs" };
+    expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+      code: "PATH_ABSOLUTE",
+      field: "destination.prefix",
+    });
+    m.destination = { ...m.destination, prefix: "" };
+    expect(validateUploadedMarker(m).ok).toBe(true);
+  });
+});
+
+describe("staging, merge and materialize records", () => {
+  it("refuses a source URI with user info", () => {
+    const r = clone(ex.stagedRecord);
+    r.source.uri = "s3://AKIA:secret@bucket/p";
+    expect(errorOf(validateStagedRecord(r))).toMatchObject({ code: "RECORD_BAD_TEXT", field: "source.uri" });
+  });
+
+  it("checks the merge request's mode against base and lam", () => {
+    const tv = clone(ex.mergeComplete);
+    tv.request.lam = null;
+    expect(errorOf(validateMergeComplete(tv))).toMatchObject({
+      code: "RECORD_INCONSISTENT",
+      field: "request.lam",
+    });
+    const avg = clone(ex.mergeComplete);
+    avg.request.mode = "avg";
+    expect(errorOf(validateMergeComplete(avg)).field).toBe("request.lam");
+    avg.request.lam = null;
+    avg.request.base = null;
+    expect(validateMergeComplete(avg).ok).toBe(true);
+    const huge = clone(ex.mergeComplete);
+    huge.request.lam = 1e300;
+    expect(errorOf(validateMergeComplete(huge)).code).toBe("RECORD_OUT_OF_RANGE");
+  });
+
+  it("keeps external diagnostics out of the archived paths", () => {
+    const r = clone(ex.mergeComplete);
+    r.diagnostics = { location: "external", source: "/home/me/diag.json" };
+    expect(validateMergeComplete(r).ok).toBe(true);
+    r.diagnostics = { location: "artifact", path: "/home/me/diag.json", size: 1, sha256: ex.digestOf("d") };
+    expect(errorOf(validateMergeComplete(r))).toMatchObject({
+      code: "PATH_ABSOLUTE",
+      field: "diagnostics.path",
+    });
+  });
+
+  it("validates the conversion version's shape and the chat-template record", () => {
+    const m = clone(ex.materializedMarker);
+    m.conversion_version = "materialize model";
+    expect(errorOf(validateMaterializedMarker(m))).toMatchObject({
+      code: "RECORD_INVALID_VALUE",
+      field: "conversion_version",
+    });
+    const t = clone(ex.materializedMarker);
+    t.options.unified_chat_template = true;
+    t.chat_template = {
+      processor_template_sha256: ex.digestOf("tpl"),
+      files: [{ path: "tokenizer_config.json", sha256: ex.digestOf("tc") }],
+      diff: "@@ -1 +1 @@\n-a\n+b\n",
+    };
+    expect(validateMaterializedMarker(t).ok).toBe(true);
+  });
+});
+
+describe("control manifest and _SUCCESS", () => {
+  it("binds control descriptors to the active generation", () => {
+    const m = clone(ex.controlManifest);
+    m.control.trainer.path = ".posttrain/generations/other/trainer.pt";
+    expect(errorOf(validateControlManifest(m))).toMatchObject({
+      code: "RECORD_INCONSISTENT",
+      field: "control.trainer.path",
+    });
+    const g = clone(ex.controlManifest);
+    g.control_generation = "../x";
+    expect(errorOf(validateControlManifest(g)).code).toBe("RECORD_INVALID_VALUE");
+    const c = clone(ex.controlManifest);
+    c.components = ["optim", "model"];
+    expect(errorOf(validateControlManifest(c)).code).toBe("RECORD_INCONSISTENT");
+  });
+
+  it("keeps loop_state opaque but scalar, and optional", () => {
+    const m = clone(ex.multiRoleSuccess);
+    delete m.loop_state;
+    expect(parseMultiRoleSuccess(enc(canonicalJson(m)))).toEqual(m);
+    const nested = { ...clone(ex.multiRoleSuccess), loop_state: { a: { b: 1 } } };
+    expect(errorOf(validateMultiRoleSuccess(nested))).toMatchObject({
+      code: "RECORD_INVALID_VALUE",
+      field: "loop_state.a",
+    });
+    const noRoles = { ...clone(ex.multiRoleSuccess), roles: {} };
+    expect(errorOf(validateMultiRoleSuccess(noRoles)).code).toBe("RECORD_WRONG_COUNT");
+    const badRole = { ...clone(ex.multiRoleSuccess), roles: { "../x": { optimizer_step: 1 } } };
+    expect(errorOf(validateMultiRoleSuccess(badRole)).code).toBe("RECORD_INVALID_VALUE");
+  });
+});
+
+describe("latest_checkpoint.txt", () => {
+  it("round-trips and accepts one optional newline and any digit count", async () => {
+    expect(dec(serializeLatestPointer(100))).toBe("iter_000000100");
+    expect(parseLatestPointer(serializeLatestPointer(100))).toEqual({
+      iterDirName: "iter_000000100",
+      iteration: 100,
+    });
+    expect(parseLatestPointer(enc("iter_000300\n"))).toEqual({ iterDirName: "iter_000300", iteration: 300 });
+    const path = join(dir, "latest_checkpoint.txt");
+    await writeFile(path, "iter_000000007");
+    expect((await readLatestPointer(path)).iteration).toBe(7);
+  });
+
+  it.each([
+    "",
+    "iter_",
+    "iter_1\n\n",
+    " iter_1",
+    "iter_1 ",
+    "iter_-1",
+    "../iter_1",
+    "iter_1\r\n",
+    "x".repeat(2000),
+  ])("refuses %j", (text) => {
+    expect(() => parseLatestPointer(enc(text), "ckpts/latest_checkpoint.txt")).toThrow(
+      expect.objectContaining({ code: "RECORD_BAD_POINTER", file: "ckpts/latest_checkpoint.txt" }),
+    );
+  });
+});
