@@ -2,23 +2,29 @@ import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
-import type { DType } from "./dtypes.js";
+import { readDcpMetadata } from "./dcp/metadata.js";
+import { dtypeSize } from "./dtypes.js";
 import { TensorsError } from "./errors.js";
 import { openHfDirectory } from "./hf/directory.js";
 import { readExactly, readSafetensorsHeader } from "./safetensors/reader.js";
+import { openTorchFile } from "./torch/reader.js";
 
 export type InspectKind = "safetensors" | "hf-directory" | "torch" | "dcp";
 
 /** One tensor as `inspect` reports it. */
 export interface InspectedTensor {
   readonly name: string;
-  readonly dtype: DType;
+  /** The safetensors dtype name (F32, BF16, ...), or torch's name for a DCP type ckpt has none for (complex64). */
+  readonly dtype: string;
   readonly shape: readonly number[];
-  /** Bytes of the tensor's elements. */
+  /** Bytes of the tensor's elements (for a DCP tensor of a type ckpt has no name for: its stored bytes). */
   readonly bytes: number;
-  /** The file holding it, relative to the inspected directory (or the inspected file's name). */
+  /** The file holding it, relative to the inspected directory (or the inspected file's name); DCP: its files, comma-separated. */
   readonly file: string;
-  /** Hex SHA-256 of the tensor's raw little-endian bytes, when asked for. */
+  /**
+   * Hex SHA-256 of the tensor's raw little-endian contiguous bytes, when asked for (safetensors,
+   * HF directories, torch files; a DCP tensor is stored in chunks across files and has none).
+   */
   readonly sha256?: string;
 }
 
@@ -29,7 +35,7 @@ export interface InspectReport {
   /** Files read, relative to `path` for a directory, with their sizes. */
   readonly files: readonly { readonly file: string; readonly size: number }[];
   readonly tensors: readonly InspectedTensor[];
-  /** safetensors `__metadata__` (of the single file, or of the first shard). */
+  /** safetensors `__metadata__` (of the single file, or of the first shard); empty for torch and DCP. */
   readonly metadata: Readonly<Record<string, string>>;
 }
 
@@ -114,6 +120,49 @@ async function inspectHfDirectory(path: string, sha256: boolean): Promise<Inspec
   return { kind: "hf-directory", path, files, tensors, metadata };
 }
 
+/** The first bytes of a torch.save file: a zip local header, or the legacy pickle protocol-2 opcode. */
+function looksLikeTorch(head: Uint8Array): boolean {
+  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+  return zip || (head[0] === 0x80 && head[1] === 0x02);
+}
+
+async function inspectTorchFile(path: string, source: ByteSource, sha256: boolean): Promise<InspectReport> {
+  // TorchFile.close() only closes `source`, which the caller (withSource) owns and closes.
+  const torch = await openTorchFile(source);
+  const file = basename(path);
+  const tensors: InspectedTensor[] = [];
+  let buffer = new Uint8Array(0);
+  for (const t of torch.tensors) {
+    const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file };
+    if (!sha256) {
+      tensors.push(base);
+      continue;
+    }
+    if (buffer.length < t.byteLength) buffer = new Uint8Array(t.byteLength);
+    const bytes = await torch.readTensor(t, buffer);
+    tensors.push({ ...base, sha256: createHash("sha256").update(bytes).digest("hex") });
+  }
+  return { kind: "torch", path, files: [{ file, size: source.size }], tensors, metadata: {} };
+}
+
+/** The metadata file torch.distributed.checkpoint writes at the root of a checkpoint directory. */
+const DCP_METADATA_FILE = ".metadata";
+
+async function inspectDcpDirectory(path: string): Promise<InspectReport> {
+  const metadata = await readDcpMetadata(path);
+  const tensors: InspectedTensor[] = metadata.tensors.map((t) => {
+    const stored = t.chunks.reduce((sum, c) => sum + (c.storage?.length ?? 0), 0);
+    const bytes = t.dtype === undefined ? stored : t.shape.reduce((a, d) => a * d, 1) * dtypeSize(t.dtype);
+    const files = [...new Set(t.chunks.flatMap((c) => (c.storage ? [c.storage.relativePath] : [])))];
+    return { name: t.fqn, dtype: t.dtype ?? t.torchDtype, shape: t.shape, bytes, file: files.join(",") };
+  });
+  const files = [{ file: DCP_METADATA_FILE, size: (await stat(join(path, DCP_METADATA_FILE))).size }];
+  for (const f of metadata.files) {
+    files.push({ file: f.relativePath, size: (await statOrThrow(join(path, f.relativePath))).size });
+  }
+  return { kind: "dcp", path, files, tensors, metadata: {} };
+}
+
 async function statOrThrow(path: string) {
   try {
     return await stat(path);
@@ -137,9 +186,11 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * Lists the tensors of a checkpoint path: a `.safetensors` file, or a Hugging Face directory
- * (`model.safetensors.index.json` or `model.safetensors`). Reads headers only, unless `sha256`
- * is set, in which case every tensor's bytes are hashed in bounded chunks.
+ * Lists the tensors of a checkpoint path: a `.safetensors` file, a Hugging Face directory
+ * (`model.safetensors.index.json` or `model.safetensors`), a torch.save file (recognised by its
+ * zip signature, whatever its extension) or a torch.distributed.checkpoint directory (`.metadata`).
+ * Reads headers and metadata only, unless `sha256` is set: then every tensor's bytes are hashed
+ * (safetensors in bounded chunks, torch tensors one at a time; DCP tensors get no hash).
  */
 export async function inspectPath(path: string, options: { sha256?: boolean } = {}): Promise<InspectReport> {
   const sha256 = options.sha256 ?? false;
@@ -151,12 +202,19 @@ export async function inspectPath(path: string, options: { sha256?: boolean } = 
     ) {
       return inspectHfDirectory(path, sha256);
     }
+    if (await exists(join(path, DCP_METADATA_FILE))) return inspectDcpDirectory(path);
   } else if (path.endsWith(".safetensors")) {
     return inspectSafetensorsFile(path, sha256);
+  } else {
+    const report = await withSource(path, async (source) => {
+      const head = await readExactly(source, 0, Math.min(4, source.size), "file signature");
+      return looksLikeTorch(head) ? inspectTorchFile(path, source, sha256) : undefined;
+    });
+    if (report) return report;
   }
   throw new TensorsError(
     "INSPECT_UNKNOWN_FORMAT",
-    `inspect ${path}: not a .safetensors file or a Hugging Face weights directory. Point at a checkpoint file or directory.`,
+    `inspect ${path}: not a .safetensors file, a torch.save file, a Hugging Face weights directory or a DCP checkpoint directory. Point at a checkpoint file or directory.`,
     { file: path },
   );
 }
