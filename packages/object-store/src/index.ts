@@ -38,6 +38,17 @@ export {
 } from "./memory/store.js";
 export type { MemoryFault, FaultTarget, StoreOperation } from "./memory/faults.js";
 export { createFileStore, type FileStoreOptions } from "./file/store.js";
+export { openStore, type OpenStoreOptions } from "./open.js";
+export {
+  qualify,
+  isQualified,
+  DEFAULT_QUALIFY_PART_SIZE,
+  QUALIFY_PREFIX,
+  type QualifyOptions,
+  type QualificationReport,
+  type QualificationCheck,
+  type QualificationCheckName,
+} from "./qualify.js";
 export { createS3Store, type S3StoreOptions, type StoreRetryOptions } from "./s3/store.js";
 export { resolveS3Endpoint, type S3Dialect, type ResolvedS3Endpoint } from "./s3/client.js";
 export { createGcsStore, type GcsStoreOptions, type GcsServiceAccount } from "./gcs/store.js";
