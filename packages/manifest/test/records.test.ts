@@ -179,7 +179,9 @@ describe("artifact manifest", () => {
     ["negative iteration", (m) => (m.iteration = -1), "RECORD_OUT_OF_RANGE", "iteration"],
     [
       "fractional size",
-      (m) => (m.physical_components[0]!.kind === "file" ? (m.physical_components[0]!.size = 1.5) : 0),
+      (m) => {
+        Object.assign(m.physical_components[0]!, { size: 1.5 });
+      },
       "RECORD_WRONG_TYPE",
       "physical_components[0].size",
     ],
