@@ -1,4 +1,5 @@
+import { inspectCommand } from "./inspect.js";
 import type { AnyCommand } from "./registry.js";
 
 /** Every top-level command, in the order `ckpt --help` lists them. */
-export const commands: readonly AnyCommand[] = [];
+export const commands: readonly AnyCommand[] = [inspectCommand];

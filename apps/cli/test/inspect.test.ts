@@ -1,0 +1,83 @@
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { writeSafetensors } from "@ckpt/tensors";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../src/io.js";
+import { runCli } from "../src/run.js";
+
+function capture(): { io: CliIo; out: () => string; err: () => string } {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  let err = "";
+  stdout.on("data", (c) => (out += c));
+  stderr.on("data", (c) => (err += c));
+  return {
+    io: { stdout, stderr, interactive: false, color: false, env: {} },
+    out: () => out,
+    err: () => err,
+  };
+}
+
+let dir = "";
+let cleanup: () => Promise<void> = async () => {};
+let file = "";
+beforeAll(async () => {
+  ({ dir, cleanup } = await makeTempDir("ckpt-cli-inspect-"));
+  file = join(dir, "model.safetensors");
+  await writeSafetensors(
+    file,
+    [
+      { name: "model.embed_tokens.weight", dtype: "BF16", shape: [4, 2] },
+      { name: "lm_head.bias", dtype: "F32", shape: [4] },
+    ],
+    (t) => new Uint8Array(t.byteLength),
+  );
+});
+afterAll(() => cleanup());
+
+describe("ckpt inspect", () => {
+  it("prints an aligned table of name, dtype, shape and bytes", async () => {
+    const c = capture();
+    expect(await runCli(["inspect", file], c.io)).toBe(0);
+    const lines = c.out().trimEnd().split("\n");
+    expect(lines[0]).toBe(`${file}: safetensors, 1 file, 2 tensors, 32 B`);
+    expect(lines.slice(2)).toEqual([
+      "name                       dtype  shape   bytes",
+      "model.embed_tokens.weight  BF16   [4, 2]     16",
+      "lm_head.bias               F32    [4]        16",
+    ]);
+  });
+
+  it("adds SHA-256 columns and prints JSON with --sha256 --json", async () => {
+    const c = capture();
+    expect(await runCli(["inspect", file, "--sha256", "--json"], c.io)).toBe(0);
+    const report = JSON.parse(c.out());
+    expect(report).toMatchObject({ ok: true, kind: "safetensors", files: [{ file: "model.safetensors" }] });
+    expect(report.tensors[0]).toEqual({
+      name: "model.embed_tokens.weight",
+      dtype: "BF16",
+      shape: [4, 2],
+      bytes: 16,
+      file: "model.safetensors",
+      sha256: "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb",
+    });
+  });
+
+  it("exits 2 with the error code for a corrupt or unknown input", async () => {
+    const c = capture();
+    expect(await runCli(["inspect", join(dir, "nope")], c.io)).toBe(2);
+    expect(c.err()).toContain("no such file or directory");
+    const j = capture();
+    expect(await runCli(["inspect", join(dir, "nope"), "--json"], j.io)).toBe(2);
+    expect(JSON.parse(j.out())).toMatchObject({ ok: false, error: { code: "INSPECT_NOT_FOUND" } });
+  });
+
+  it("documents itself with an example", async () => {
+    const c = capture();
+    expect(await runCli(["inspect", "--help"], c.io)).toBe(0);
+    expect(c.out()).toContain("ckpt inspect model.safetensors");
+    expect(c.out()).toContain("--sha256");
+  });
+});
