@@ -30,6 +30,8 @@ export interface WriteTorchFileOptions {
   provideTensor(name: string, desc: TorchTensorDesc): TensorBytes | Promise<TensorBytes>;
   /** Archive folder; defaults to the file name without its last extension, as torch.save does. */
   readonly prefix?: string;
+  /** fsync the file before the rename (default true); false for scratch output, as torch.save never syncs. */
+  readonly sync?: boolean;
 }
 
 export interface WriteTorchFileResult {
@@ -190,7 +192,7 @@ export async function writeTorchFile(
     }
     await zip.addMember(`${prefix}/version`, 2, [Buffer.from("3\n")]);
     await zip.finish();
-    await handle.sync();
+    if (options.sync !== false) await handle.sync();
     const { size } = await handle.stat();
     await handle.close();
     await rename(temp, path);
