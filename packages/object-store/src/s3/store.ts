@@ -267,6 +267,29 @@ async function singlePut(
   return putInfo(key, size, metadata, out.ETag);
 }
 
+/** `promise`, or a STORE_ABORTED rejection as soon as `signal` fires (the promise is left to settle). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: string): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortedPut(subject));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(abortedPut(subject));
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+function abortedPut(subject: string): ObjectStoreError {
+  return new ObjectStoreError("STORE_ABORTED", `put ${subject}: aborted by the caller.`, { subject });
+}
+
 async function multipartPut(
   ctx: Ctx,
   key: string,
@@ -312,7 +335,8 @@ async function multipartPut(
     let nextNumber = 1;
     const worker = async () => {
       for (;;) {
-        const next = await source.next();
+        // Reading the next part can take long (a slow stream): stop waiting as soon as we abort.
+        const next = await untilAborted(source.next(), signal, subject);
         if (next.done || signal.aborted) return;
         const partNumber = nextNumber++;
         const data = next.value;
@@ -356,9 +380,7 @@ async function multipartPut(
     );
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure !== undefined) {
-      if (options?.signal?.aborted) {
-        throw new ObjectStoreError("STORE_ABORTED", `put ${subject}: aborted by the caller.`, { subject });
-      }
+      if (options?.signal?.aborted) throw abortedPut(subject);
       throw failure.reason;
     }
     const actual = hash.digest("hex");
