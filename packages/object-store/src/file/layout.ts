@@ -85,8 +85,8 @@ export function fileError(action: string, key: string, uri: string, error: unkno
   if (code === "EISDIR" || code === "ENOTDIR" || code === "EEXIST") {
     return new ObjectStoreError(
       "STORE_INVALID_KEY",
-      `${action} ${key} in ${uri}: the key collides with a directory of other keys (${code}); ` +
-        "a filesystem store cannot hold both 'a' and 'a/b'.",
+      `${action} ${key} in ${uri}: the path collides with another entry (${code}): a file stands where a ` +
+        "directory is needed, or the reverse. A filesystem store cannot hold both 'a' and 'a/b'.",
       { kind: "refused", subject: key, cause: error },
     );
   }
