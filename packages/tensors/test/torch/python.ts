@@ -12,6 +12,9 @@ export const HELPER = join(import.meta.dirname, "torch_helper.py");
 
 const run = promisify(execFile);
 
+/** Tests that start /usr/bin/python3 + torch (2-5 s each import on a busy shared machine). */
+export const PYTHON_TEST_TIMEOUT = 120_000;
+
 /** Runs a Python script and parses the JSON it prints. */
 export async function python<T>(script: string, ...args: string[]): Promise<T> {
   const { stdout } = await run(PYTHON, [script, ...args], { maxBuffer: 64 * 1024 * 1024 });

@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, test } from "vitest";
 import { PickleDict } from "../../src/torch/pickle/values.js";
 import { openTorchFile, type TorchFile } from "../../src/torch/reader.js";
 import { TorchTensor } from "../../src/torch/tensor-policy.js";
-import { type Digest, HELPER, python, sha256 } from "./python.js";
+import { type Digest, HELPER, PYTHON_TEST_TIMEOUT, python, sha256 } from "./python.js";
 
 let dir: string;
 let saved: Record<string, Record<string, Digest>>;
@@ -108,53 +108,61 @@ describe("files written by torch.save are read bit-identical", () => {
 });
 
 describe("zip variants torch.load accepts", () => {
-  test("deflate-compressed, renamed prefix, unaligned and zip64 directory records read the same", async () => {
-    const out = join(dir, "variants");
-    await mkdir(out);
-    const names = await python<string[]>(HELPER, "variants", join(dir, "layouts.pt"), out);
-    expect(names).toEqual(["deflate.pt", "renamed.pt", "unaligned.pt", "zip64_directory.pt"]);
-    const loaded = await python<Record<string, { tensors: Record<string, Digest> }>>(
-      HELPER,
-      "load",
-      ...names.map((n) => join(out, n)),
-    );
-    for (const name of names) {
-      expect(loaded[name]!.tensors).toEqual(saved["layouts.pt"]);
-      const file = await open(join(out, name));
-      expect(await digests(file)).toEqual(saved["layouts.pt"]);
-      expect(file.prefix).toBe(name === "renamed.pt" ? "foo" : "layouts");
-      await file.close();
-    }
-  });
+  test(
+    "deflate-compressed, renamed prefix, unaligned and zip64 directory records read the same",
+    async () => {
+      const out = join(dir, "variants");
+      await mkdir(out);
+      const names = await python<string[]>(HELPER, "variants", join(dir, "layouts.pt"), out);
+      expect(names).toEqual(["deflate.pt", "renamed.pt", "unaligned.pt", "zip64_directory.pt"]);
+      const loaded = await python<Record<string, { tensors: Record<string, Digest> }>>(
+        HELPER,
+        "load",
+        ...names.map((n) => join(out, n)),
+      );
+      for (const name of names) {
+        expect(loaded[name]!.tensors).toEqual(saved["layouts.pt"]);
+        const file = await open(join(out, name));
+        expect(await digests(file)).toEqual(saved["layouts.pt"]);
+        expect(file.prefix).toBe(name === "renamed.pt" ? "foo" : "layouts");
+        await file.close();
+      }
+    },
+    PYTHON_TEST_TIMEOUT,
+  );
 });
 
-test("listing reads only the end records, central directory, version and data.pkl", async () => {
-  const source = await openFileByteSource(join(dir, "many.pt"));
-  const reads: [number, number][] = [];
-  const counting = {
-    ...source,
-    name: source.name,
-    size: source.size,
-    read: (o: number, l: number, i?: Uint8Array) => {
-      reads.push([o, l]);
-      return source.read(o, l, i);
-    },
-  };
-  const file = await openTorchFile(counting);
-  expect(file.tensors.length).toBe(302);
-  // No listing read may touch a storage member's data (the 70 KB "wide" tensor included).
-  const wide = file.tensors.find((t) => t.name === "wide")!;
-  const wideEntry = (
-    await python<Record<string, { dataOffsets: Record<string, number> }>>(HELPER, "load", source.name)
-  )["many.pt"]!.dataOffsets;
-  const storageStarts = Object.entries(wideEntry)
-    .filter(([name]) => name.includes("/data/"))
-    .map(([, offset]) => offset);
-  for (const [offset, length] of reads) {
-    for (const start of storageStarts) expect(offset <= start && start < offset + length).toBe(false);
-  }
-  reads.length = 0;
-  await file.readTensor(wide);
-  expect(reads.at(-1)).toEqual([expect.any(Number), 70_000]);
-  await file.close();
-});
+test(
+  "listing reads only the end records, central directory, version and data.pkl",
+  async () => {
+    const source = await openFileByteSource(join(dir, "many.pt"));
+    const reads: [number, number][] = [];
+    const counting = {
+      ...source,
+      name: source.name,
+      size: source.size,
+      read: (o: number, l: number, i?: Uint8Array) => {
+        reads.push([o, l]);
+        return source.read(o, l, i);
+      },
+    };
+    const file = await openTorchFile(counting);
+    expect(file.tensors.length).toBe(302);
+    // No listing read may touch a storage member's data (the 70 KB "wide" tensor included).
+    const wide = file.tensors.find((t) => t.name === "wide")!;
+    const wideEntry = (
+      await python<Record<string, { dataOffsets: Record<string, number> }>>(HELPER, "load", source.name)
+    )["many.pt"]!.dataOffsets;
+    const storageStarts = Object.entries(wideEntry)
+      .filter(([name]) => name.includes("/data/"))
+      .map(([, offset]) => offset);
+    for (const [offset, length] of reads) {
+      for (const start of storageStarts) expect(offset <= start && start < offset + length).toBe(false);
+    }
+    reads.length = 0;
+    await file.readTensor(wide);
+    expect(reads.at(-1)).toEqual([expect.any(Number), 70_000]);
+    await file.close();
+  },
+  PYTHON_TEST_TIMEOUT,
+);

@@ -5,7 +5,7 @@ import { describe, expect, test } from "vitest";
 import { type DType, dtypeSize } from "../../src/dtypes.js";
 import { openTorchFile } from "../../src/torch/reader.js";
 import { type TorchTensorDesc, type TorchTree, writeTorchFile } from "../../src/torch/writer/write.js";
-import { type Digest, HELPER, python, scratch, sha256 } from "./python.js";
+import { type Digest, HELPER, PYTHON_TEST_TIMEOUT, python, scratch, sha256 } from "./python.js";
 
 interface Loaded {
   tensors: Record<string, Digest>;
@@ -33,81 +33,85 @@ function bytesFor(name: string, desc: TorchTensorDesc): Uint8Array {
 const DTYPES: DType[] = ["BF16", "F16", "F32", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL"];
 
 describe("files written by ckpt load in torch", () => {
-  test("every dtype, nested dicts, 0-d, empty, many tensors; torch.load and weights_only agree", async () => {
-    const dir = await scratch();
-    const many: Record<string, TorchTensorDesc> = {};
-    for (let i = 0; i < 300; i++) many[`layer${i}.w`] = { dtype: "F32", shape: [2] };
-    many.wide = { dtype: "I8", shape: [70_000] };
-    const tree: TorchTree = {
-      model: Object.fromEntries(DTYPES.map((dtype, i) => [`t_${dtype}`, { dtype, shape: [i + 1, 3] }])),
-      ema: { inner: { scalar: { dtype: "F64", shape: [] }, empty: { dtype: "F32", shape: [0, 4] } } },
-      many,
-      step: 1234,
-      big_step: 2 ** 40,
-      name: "run-ß",
-      done: false,
-      nothing: null,
-    };
-    const provided: Record<string, Digest> = {};
-    const path = join(dir, "written.pt");
-    const result = await writeTorchFile(path, {
-      tree,
-      provideTensor(name, desc) {
-        const bytes = bytesFor(name, desc);
-        provided[name] = { dtype: desc.dtype, shape: [...desc.shape], sha256: sha256(bytes) };
-        // Stream the larger tensors in chunks to exercise the chunked path.
-        if (bytes.length > 1000) {
-          return (async function* () {
-            for (let at = 0; at < bytes.length; at += 4096) yield bytes.subarray(at, at + 4096);
-          })();
-        }
-        return bytes;
-      },
-    });
-    expect(result.tensors).toBe(Object.keys(provided).length);
-    expect((await stat(path)).size).toBe(result.bytes);
-    expect(await readdir(dir)).toEqual(["written.pt"]);
+  test(
+    "every dtype, nested dicts, 0-d, empty, many tensors; torch.load and weights_only agree",
+    async () => {
+      const dir = await scratch();
+      const many: Record<string, TorchTensorDesc> = {};
+      for (let i = 0; i < 300; i++) many[`layer${i}.w`] = { dtype: "F32", shape: [2] };
+      many.wide = { dtype: "I8", shape: [70_000] };
+      const tree: TorchTree = {
+        model: Object.fromEntries(DTYPES.map((dtype, i) => [`t_${dtype}`, { dtype, shape: [i + 1, 3] }])),
+        ema: { inner: { scalar: { dtype: "F64", shape: [] }, empty: { dtype: "F32", shape: [0, 4] } } },
+        many,
+        step: 1234,
+        big_step: 2 ** 40,
+        name: "run-ß",
+        done: false,
+        nothing: null,
+      };
+      const provided: Record<string, Digest> = {};
+      const path = join(dir, "written.pt");
+      const result = await writeTorchFile(path, {
+        tree,
+        provideTensor(name, desc) {
+          const bytes = bytesFor(name, desc);
+          provided[name] = { dtype: desc.dtype, shape: [...desc.shape], sha256: sha256(bytes) };
+          // Stream the larger tensors in chunks to exercise the chunked path.
+          if (bytes.length > 1000) {
+            return (async function* () {
+              for (let at = 0; at < bytes.length; at += 4096) yield bytes.subarray(at, at + 4096);
+            })();
+          }
+          return bytes;
+        },
+      });
+      expect(result.tensors).toBe(Object.keys(provided).length);
+      expect((await stat(path)).size).toBe(result.bytes);
+      expect(await readdir(dir)).toEqual(["written.pt"]);
 
-    // Float scalars load with torch.load; torch 1.13's weights_only unpickler has no BINFLOAT, so they get a file of their own.
-    const floats = join(dir, "floats.pt");
-    await writeTorchFile(floats, {
-      tree: { lr: 0.5, tiny: 1e-300, w: { dtype: "F32", shape: [1] } },
-      provideTensor: () => new Uint8Array([0, 0, 128, 63]),
-    });
-    const both = await python<Record<string, Loaded>>(HELPER, "load", path, floats);
-    expect(both["floats.pt"]!.tree).toMatchObject({
-      items: { lr: { type: "float", value: 0.5 }, tiny: { type: "float", value: 1e-300 } },
-    });
-    const loaded = both["written.pt"]!;
-    expect(loaded.tensors).toEqual(provided);
-    expect(loaded.weightsOnly).toEqual(provided);
-    expect(loaded.tree).toMatchObject({
-      type: "dict",
-      items: {
-        model: { type: "OrderedDict" },
-        ema: { type: "dict", items: { inner: { type: "OrderedDict" } } },
-        step: { type: "int", value: 1234 },
-        big_step: { type: "int", value: 2 ** 40 },
-        name: { type: "str", value: "run-ß" },
-        done: { type: "bool", value: false },
-        nothing: { type: "NoneType", value: null },
-      },
-    });
-    for (const [member, offset] of Object.entries(loaded.dataOffsets)) {
-      expect([member, offset % 64]).toEqual([member, 0]);
-    }
-    expect(Object.keys(loaded.dataOffsets)).toEqual(
-      expect.arrayContaining(["written/version", "written/byteorder"]),
-    );
+      // Float scalars load with torch.load; torch 1.13's weights_only unpickler has no BINFLOAT, so they get a file of their own.
+      const floats = join(dir, "floats.pt");
+      await writeTorchFile(floats, {
+        tree: { lr: 0.5, tiny: 1e-300, w: { dtype: "F32", shape: [1] } },
+        provideTensor: () => new Uint8Array([0, 0, 128, 63]),
+      });
+      const both = await python<Record<string, Loaded>>(HELPER, "load", path, floats);
+      expect(both["floats.pt"]!.tree).toMatchObject({
+        items: { lr: { type: "float", value: 0.5 }, tiny: { type: "float", value: 1e-300 } },
+      });
+      const loaded = both["written.pt"]!;
+      expect(loaded.tensors).toEqual(provided);
+      expect(loaded.weightsOnly).toEqual(provided);
+      expect(loaded.tree).toMatchObject({
+        type: "dict",
+        items: {
+          model: { type: "OrderedDict" },
+          ema: { type: "dict", items: { inner: { type: "OrderedDict" } } },
+          step: { type: "int", value: 1234 },
+          big_step: { type: "int", value: 2 ** 40 },
+          name: { type: "str", value: "run-ß" },
+          done: { type: "bool", value: false },
+          nothing: { type: "NoneType", value: null },
+        },
+      });
+      for (const [member, offset] of Object.entries(loaded.dataOffsets)) {
+        expect([member, offset % 64]).toEqual([member, 0]);
+      }
+      expect(Object.keys(loaded.dataOffsets)).toEqual(
+        expect.arrayContaining(["written/version", "written/byteorder"]),
+      );
 
-    const file = await openTorchFile(await openFileByteSource(path));
-    for (const entry of file.tensors)
-      expect(sha256(await file.readTensor(entry))).toBe(provided[entry.name]!.sha256);
-    await file.close();
-    const floatFile = await openTorchFile(await openFileByteSource(floats));
-    expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toBe(1e-300);
-    await floatFile.close();
-  });
+      const file = await openTorchFile(await openFileByteSource(path));
+      for (const entry of file.tensors)
+        expect(sha256(await file.readTensor(entry))).toBe(provided[entry.name]!.sha256);
+      await file.close();
+      const floatFile = await openTorchFile(await openFileByteSource(floats));
+      expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toBe(1e-300);
+      await floatFile.close();
+    },
+    PYTHON_TEST_TIMEOUT,
+  );
 
   test("a provider giving the wrong byte count fails with a named error and leaves no file", async () => {
     const dir = await scratch();
