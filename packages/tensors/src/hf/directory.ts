@@ -26,6 +26,9 @@ export interface SafetensorsIndex {
   readonly metadata: Readonly<Record<string, unknown>>;
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
 function indexError(
   code: string,
   file: string,
@@ -46,6 +49,7 @@ function indexError(
  * characters.
  */
 export function checkShardName(name: string, file: string): void {
+  const segments = name.split("/");
   const reason =
     name.length === 0
       ? "is empty"
@@ -55,11 +59,11 @@ export function checkShardName(name: string, file: string): void {
           ? "is a URL"
           : name.includes("\\")
             ? "contains a backslash"
-            : name.split("/").some((s) => s === ".." || s === "." || s === "")
+            : segments.some((s) => s === ".." || s === "." || s === "")
               ? "has an empty, '.' or '..' path segment"
-              : (name.split("/")[0] ?? "").includes(":")
+              : segments[0]!.includes(":")
                 ? "has a scheme-like first segment"
-                : [...name].some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f)
+                : CONTROL_CHARACTER.test(name)
                   ? "contains a control character"
                   : undefined;
   if (reason !== undefined) {
