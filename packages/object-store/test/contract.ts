@@ -269,6 +269,8 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         "a\\b",
         "nul\u0000",
         "x".repeat(1100),
+        ".ckpt-meta/x",
+        "a/.ckpt-tmp.1",
       ];
 
       it.each(badKeys.map((k) => [JSON.stringify(k).slice(0, 30), k]))(
