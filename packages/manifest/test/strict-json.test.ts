@@ -76,6 +76,16 @@ describe("parseStrictJson", () => {
     );
     expect(() => parse("[".repeat(100_000))).toThrow(expect.objectContaining({ code: "JSON_TOO_DEEP" }));
     expect(() => parse("[[[]]]", 2)).toThrow(expect.objectContaining({ code: "JSON_TOO_DEEP" }));
+    // The path of a hostile nesting is cut so the error stays small.
+    let field = "";
+    try {
+      parse(`{"k":${"[".repeat(500)}`, 1000);
+    } catch (e) {
+      field = (e as { field: string }).field;
+    }
+    expect(field.startsWith("k[0][0]")).toBe(true);
+    expect(field.endsWith("…")).toBe(true);
+    expect(field.length).toBeLessThanOrEqual(201);
   });
 
   it("caps length before parsing", () => {

@@ -390,6 +390,9 @@ class Parser {
   }
 }
 
+/** Longest rendered key path; deeper paths (a hostile nesting) are cut. */
+const MAX_JSON_PATH_LENGTH = 200;
+
 /** Renders a key path as `a.b[0].c`, quoting keys that are not plain identifiers. */
 export function jsonPath(segments: ReadonlyArray<string | number>): string {
   let out = "";
@@ -397,6 +400,7 @@ export function jsonPath(segments: ReadonlyArray<string | number>): string {
     if (typeof seg === "number") out += `[${seg}]`;
     else if (/^[A-Za-z_][A-Za-z0-9_]*$/.test(seg)) out += out === "" ? seg : `.${seg}`;
     else out += `[${truncateForMessage(seg)}]`;
+    if (out.length > MAX_JSON_PATH_LENGTH) return `${out.slice(0, MAX_JSON_PATH_LENGTH)}…`;
   }
   return out;
 }

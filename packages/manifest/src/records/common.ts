@@ -136,10 +136,12 @@ function fieldError(
   field: string | undefined,
   what: string,
 ): ManifestError {
-  const at = field === undefined ? "" : ` field ${field}`;
+  const at = field === undefined ? "" : `field ${field}: `;
+  // zod's messages start with a capital; they continue a sentence here.
+  const detail = what.charAt(0).toLowerCase() + what.slice(1);
   return new ManifestError(
     code,
-    `validate ${spec.title} ${name}:${at} ${what}. See docs/formats.md for the ${spec.fileName} format.`,
+    `validate ${spec.title} ${name}: ${at}${detail}. See docs/formats.md for the ${spec.fileName} format.`,
     { file: name, field },
   );
 }

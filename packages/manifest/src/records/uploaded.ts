@@ -97,7 +97,7 @@ export function parseUploadedMarker(
     throw new ManifestError(
       "RECORD_BAD_TEXT",
       `read ${name}: it is neither a JSON receipt nor a one-line legacy marker (at most ${MAX_LEGACY_MARKER_BYTES} bytes). ` +
-        "Remove it and publish again to write a receipt.",
+        "Move it aside and publish again to write a receipt.",
       { file: name },
     );
   }
