@@ -417,6 +417,18 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
     expect(String(server.requests[2]!.headers.authorization)).toMatch(/^AWS4-HMAC-SHA256 /);
   });
 
+  it("pins the AWS endpoint so the SDK cannot pick AWS_ENDPOINT_URL behind the identity's back", async () => {
+    vi.stubEnv("AWS_ENDPOINT_URL", "http://127.0.0.1:1");
+    onTestFinished(() => {
+      vi.unstubAllEnvs();
+    });
+    const resolved = resolveS3Endpoint({ region: "eu-west-1", env: {} });
+    expect(resolved).toMatchObject({ dialect: "aws", authority: "s3.amazonaws.com" });
+    const client = makeS3Client(resolved, undefined);
+    const endpoint = await client.config.endpoint?.();
+    expect(endpoint?.hostname).toBe("s3.eu-west-1.amazonaws.com");
+  });
+
   it("detects GCS from the endpoint host storage.googleapis.com", () => {
     expect(resolveS3Endpoint({ endpoint: "https://storage.googleapis.com", env: {} })).toMatchObject({
       dialect: "gcs",

@@ -102,7 +102,9 @@ export function makeS3Client(
   credentials: StoreCredentials | undefined,
 ): S3Client {
   const config: S3ClientConfig = { region: resolved.region, maxAttempts: 1, logger: SILENT_LOGGER };
-  if (resolved.endpoint !== undefined) config.endpoint = resolved.endpoint;
+  // Always pin the endpoint: left unset, the SDK would take AWS_ENDPOINT_URL or a profile's
+  // endpoint_url by itself, and requests would go somewhere the store's identity does not name.
+  config.endpoint = resolved.endpoint ?? `https://s3.${resolved.region}.amazonaws.com`;
   if (resolved.dialect !== "aws") {
     config.forcePathStyle = true;
     config.requestChecksumCalculation = "WHEN_REQUIRED";
