@@ -1,6 +1,6 @@
 import { createReadStream } from "node:fs";
 import { stat } from "node:fs/promises";
-import { Readable, Transform, type TransformCallback } from "node:stream";
+import { Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import type { PutBody } from "../types.js";
 
@@ -47,31 +47,6 @@ export function digestMismatch(key: string, got: string, declared: string): Obje
     `put ${key}: the body's sha256 is ${got} but the caller declared ${declared}. Nothing was stored.`,
     { kind: "input", subject: key },
   );
-}
-
-/**
- * A pass-through that counts bytes, reports the running count, and fails with `STORE_INTEGRITY`
- * as soon as more bytes than declared arrive (fewer is checked by the caller at the end).
- */
-export class CountingStream extends Transform {
-  bytes = 0;
-  constructor(
-    private readonly key: string,
-    private readonly declared: number,
-    private readonly onProgress?: (bytes: number) => void,
-  ) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.bytes += chunk.length;
-    if (this.bytes > this.declared) {
-      callback(sizeMismatch(this.key, this.bytes, this.declared));
-      return;
-    }
-    this.onProgress?.(this.bytes);
-    callback(null, chunk);
-  }
 }
 
 /** The reason to reject with when `signal` aborted during an operation on `key`. */

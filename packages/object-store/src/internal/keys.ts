@@ -1,13 +1,13 @@
 import { ObjectStoreError } from "../errors.js";
 
 /** S3's key limit is 1024 bytes of UTF-8; GCS allows the same. Keys longer than that are refused. */
-export const MAX_KEY_BYTES = 1024;
+const MAX_KEY_BYTES = 1024;
 
 /**
  * Segment prefixes reserved for the file store's bookkeeping (metadata sidecars and temporaries).
  * Refused on every backend so one key works everywhere.
  */
-export const RESERVED_SEGMENT_PREFIXES: readonly string[] = [".ckpt-meta", ".ckpt-tmp"];
+const RESERVED_SEGMENT_PREFIXES: readonly string[] = [".ckpt-meta", ".ckpt-tmp"];
 
 /** Why `key` is not a valid object key, or undefined when it is. Pure. */
 export function keyProblem(key: string, options: { allowTrailingSlash?: boolean } = {}): string | undefined {

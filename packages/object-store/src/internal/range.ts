@@ -23,8 +23,3 @@ export function resolveRange(
   if (start > size) throw bad(`range start ${start} is past the object's end (${size} bytes)`);
   return { start, end: Math.min(end ?? size, size) };
 }
-
-/** Throws `STORE_INVALID_RANGE` for a range that is malformed whatever the object's size. Pure. */
-export function checkRangeShape(key: string, range: GetOptions["range"]): void {
-  resolveRange(key, range, Number.MAX_SAFE_INTEGER);
-}

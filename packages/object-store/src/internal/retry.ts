@@ -1,9 +1,9 @@
 import { ObjectStoreError } from "../errors.js";
 
 /** Defaults sized for object-store requests: five attempts spread over a few seconds. */
-export const DEFAULT_RETRIES = 4;
-export const DEFAULT_BASE_DELAY_MS = 200;
-export const DEFAULT_MAX_DELAY_MS = 5_000;
+const DEFAULT_RETRIES = 4;
+const DEFAULT_BASE_DELAY_MS = 200;
+const DEFAULT_MAX_DELAY_MS = 5_000;
 
 export interface RetryOptions {
   /** Retries after the first attempt (so `retries + 1` attempts at most). Default 4. */
