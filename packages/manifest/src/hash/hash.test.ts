@@ -243,6 +243,19 @@ describe("hashDirectory", () => {
     expect(inventory.size).toBe(Object.values(content).reduce((sum, b) => sum + b.length, 0));
   });
 
+  it("names files by relative path in progress events", async () => {
+    const dir = await tempDir();
+    await mkdir(join(dir, "shards"));
+    await writeFile(join(dir, "shards", "0.bin"), randomBytes(2 * CHUNK));
+    await writeFile(join(dir, "meta.json"), "{}");
+    const events: HashProgressEvent[] = [];
+    const inventory = await hashDirectory(dir, { chunkSize: CHUNK, onProgress: (e) => events.push(e) });
+    expect(new Set(events.map((e) => e.path))).toEqual(new Set(["meta.json", "shards/0.bin"]));
+    expect(events.filter((e) => e.type === "bytes").reduce((sum, e) => sum + e.bytes, 0)).toBe(
+      inventory.size,
+    );
+  });
+
   it("refuses a symbolic link anywhere inside, to a file or a directory", async () => {
     const outside = await tempDir();
     await writeFile(join(outside, "secret"), "x");
