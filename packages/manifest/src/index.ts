@@ -43,6 +43,7 @@ export {
   sha256Schema,
   sizedFileEntrySchema,
   validateRecord,
+  writeRecordFile,
 } from "./records/common.js";
 export {
   ARCHIVE_DECLARATION_FILE,

@@ -1,22 +1,26 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ARTIFACT_MANIFEST_RECORD,
+  MERGE_COMPLETE_RECORD,
   artifactPayloadFiles,
   canonicalJson,
   logicalComponentOf,
   parseArchiveDeclaration,
   parseArtifactManifest,
   parseLatestPointer,
+  parseMergeComplete,
   parseMultiRoleSuccess,
   parseUploadedMarker,
   readArtifactManifest,
   readLatestPointer,
+  readMergeComplete,
   readUploadedMarker,
   serializeArtifactManifest,
   serializeLatestPointer,
+  serializeMergeComplete,
   serializeRecord,
   serializeUploadedMarker,
   validateArchiveDeclaration,
@@ -27,6 +31,7 @@ import {
   validateMultiRoleSuccess,
   validateStagedRecord,
   validateUploadedMarker,
+  writeRecordFile,
 } from "../src/index.js";
 import * as ex from "./examples.js";
 
@@ -447,5 +452,24 @@ describe("latest_checkpoint.txt", () => {
     expect(() => parseLatestPointer(enc(text), "ckpts/latest_checkpoint.txt")).toThrow(
       expect.objectContaining({ code: "RECORD_BAD_POINTER", file: "ckpts/latest_checkpoint.txt" }),
     );
+  });
+});
+
+describe("writeRecordFile", () => {
+  it("writes canonical bytes that read back, and refuses an invalid value without creating the file", async () => {
+    const path = join(dir, "written", ".merge-complete.json");
+    await mkdir(join(dir, "written"));
+    await writeRecordFile(path, MERGE_COMPLETE_RECORD, ex.mergeComplete);
+    expect(await readFile(path)).toEqual(Buffer.from(serializeMergeComplete(ex.mergeComplete)));
+    expect(await readMergeComplete(path)).toEqual(
+      parseMergeComplete(serializeMergeComplete(ex.mergeComplete)),
+    );
+    const other = join(dir, "written", "bad.json");
+    const bad = { ...clone(ex.mergeComplete), files: [{ path: "../x", size: 1, sha256: ex.digestOf("x") }] };
+    await expect(writeRecordFile(other, MERGE_COMPLETE_RECORD, bad)).rejects.toMatchObject({
+      code: "PATH_TRAVERSAL",
+      file: other,
+    });
+    await expect(readFile(other)).rejects.toMatchObject({ code: "ENOENT" });
   });
 });

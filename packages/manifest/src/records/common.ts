@@ -2,6 +2,7 @@ import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { z } from "zod";
 import { ManifestError } from "../errors.js";
+import { writeFileAtomic } from "../fs/atomic.js";
 import { canonicalJson, compareCodePoints } from "../json/canonical.js";
 import { type JsonValue, jsonPath, parseStrictJson, truncateForMessage } from "../json/strict.js";
 import { pathProblem } from "../paths/safe.js";
@@ -343,6 +344,14 @@ export function serializeRecord<T>(
   if (!result.ok) throw result.error;
   const normalized = spec.normalize ? spec.normalize(result.value) : result.value;
   return new TextEncoder().encode(canonicalJson(normalized));
+}
+
+/**
+ * Validates `value` and writes its canonical bytes atomically (temporary, fsync, rename,
+ * directory fsync), so a reader sees the old record or the new one, never a torn one.
+ */
+export async function writeRecordFile<T>(path: string, spec: RecordSchema<T>, value: T): Promise<void> {
+  await writeFileAtomic(path, serializeRecord(spec, value, path));
 }
 
 /** The four pure and I/O entry points of one record kind, bound to its description. */
