@@ -49,8 +49,9 @@ export async function openStore(uri: string, options: OpenStoreOptions = {}): Pr
         bucket: parsed.bucket,
         prefix: parsed.prefix,
         ...(credentials === undefined ? {} : { credentials }),
-        // The endpoint comes from the credentials file alone: receipts bind to what it names.
-        env: {},
+        // The endpoint comes from the credentials file alone (receipts bind to what it names); the
+        // region, which is not part of the identity, may still come from the environment.
+        env: { AWS_REGION: process.env.AWS_REGION, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION },
         ...tuning,
       });
     case "gs": {
