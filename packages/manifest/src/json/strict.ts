@@ -50,6 +50,9 @@ export function parseStrictJson(text: string, options: StrictJsonOptions): JsonV
   return new Parser(text, options.name, maxDepth).parseDocument();
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the run stops at control characters on purpose
+const PLAIN_RUN = /[^"\\\u0000-\u001f]*/y;
+
 class Parser {
   private pos = 0;
   private readonly path: Array<string | number> = [];
@@ -112,7 +115,6 @@ class Parser {
     this.enter(depth);
     this.pos++;
     const out: { [key: string]: JsonValue } = {};
-    const seen = new Set<string>();
     this.skipWhitespace();
     if (this.text.charCodeAt(this.pos) === 0x7d /* } */) {
       this.pos++;
@@ -122,7 +124,7 @@ class Parser {
       if (this.text.charCodeAt(this.pos) !== 0x22) throw this.unexpected("an object key (a string)");
       const keyStart = this.pos;
       const key = this.parseString();
-      if (seen.has(key)) {
+      if (Object.hasOwn(out, key)) {
         this.pos = keyStart;
         this.path.push(key);
         throw this.error(
@@ -131,7 +133,6 @@ class Parser {
           "Each key may appear once; a repeated key hides one of the values",
         );
       }
-      seen.add(key);
       this.skipWhitespace();
       if (this.text.charCodeAt(this.pos) !== 0x3a /* : */) throw this.unexpected("':' after an object key");
       this.pos++;
@@ -139,8 +140,12 @@ class Parser {
       this.path.push(key);
       const value = this.parseValue(depth);
       this.path.pop();
-      // Define rather than assign so a "__proto__" key stays an ordinary own property.
-      Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+      if (key === "__proto__") {
+        // Assignment would replace the prototype; define it as the ordinary own property it is.
+        Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+      } else {
+        out[key] = value;
+      }
       this.skipWhitespace();
       const c = this.text.charCodeAt(this.pos);
       if (c === 0x2c /* , */) {
@@ -190,6 +195,10 @@ class Parser {
     let out = "";
     let runStart = this.pos;
     for (;;) {
+      // Skip a run of ordinary characters at regex speed; the loop below handles what stops it.
+      PLAIN_RUN.lastIndex = this.pos;
+      PLAIN_RUN.test(text);
+      this.pos = PLAIN_RUN.lastIndex;
       if (this.pos >= text.length) throw this.unexpected("the closing '\"' of a string");
       const c = text.charCodeAt(this.pos);
       if (c === 0x22) {
