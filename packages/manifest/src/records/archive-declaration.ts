@@ -54,9 +54,8 @@ export const archiveDeclarationSchema = z
   });
 
 /**
- * The immutable remote declaration `.posttrain-archive.json`, created before any payload upload:
- * it binds the complete inventory, so a retry with other contents is refused before it can
- * overwrite anything.
+ * `.posttrain-archive.json`: created once in the destination before the payloads, it fixes the
+ * full inventory so a later publish of different contents can be stopped before it writes.
  */
 export type ArchiveDeclaration = z.infer<typeof archiveDeclarationSchema>;
 

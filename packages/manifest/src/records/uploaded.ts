@@ -50,8 +50,8 @@ export type UploadedMarker = z.infer<typeof uploadedMarkerSchema>;
 
 /**
  * What reading `.uploaded` yields: a receipt, or the one-line text an earlier release wrote. The
- * legacy form proves only that an upload once finished; it names no destination and no digest,
- * so nothing may be verified, adopted or deleted on its strength.
+ * legacy variant carries no destination and no digests, so by its type it cannot feed a
+ * verification, an adoption or a deletion.
  */
 export type UploadedMarkerRead = { legacy: false; marker: UploadedMarker } | { legacy: true; text: string };
 
