@@ -93,6 +93,10 @@ describe("resolveInside", () => {
     await expect(resolveInside(root, "link-to-secret")).rejects.toMatchObject({ code: "PATH_ESCAPES_ROOT" });
   });
 
+  it("names a missing root", async () => {
+    await expect(resolveInside(join(root, "nope"), "a")).rejects.toMatchObject({ code: "PATH_ROOT_MISSING" });
+  });
+
   it("refuses unsafe relative paths before touching the disk", async () => {
     await expect(resolveInside("/nonexistent-root-ckpt", "../etc/passwd")).rejects.toMatchObject({
       code: "PATH_TRAVERSAL",

@@ -81,15 +81,20 @@ function isInside(root: string, candidate: string): boolean {
 export async function resolveInside(root: string, rel: string): Promise<string> {
   assertSafeRelativePath(rel, `a path below ${root}`);
   const absoluteRoot = resolve(root);
-  const realRoot = await realpath(absoluteRoot);
+  let realRoot: string;
+  try {
+    realRoot = await realpath(absoluteRoot);
+  } catch (cause) {
+    throw resolveFailed(root, rel, absoluteRoot, cause);
+  }
   const target = join(absoluteRoot, ...rel.split("/"));
   let probe = target;
   for (;;) {
     let real: string | undefined;
     try {
       real = await realpath(probe);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    } catch (cause) {
+      if ((cause as NodeJS.ErrnoException).code !== "ENOENT") throw resolveFailed(root, rel, probe, cause);
     }
     if (real !== undefined) {
       if (!isInside(realRoot, real)) {
@@ -105,4 +110,15 @@ export async function resolveInside(root: string, rel: string): Promise<string> 
     // The lexical join cannot climb above the root (no '..'), so walking up ends at the root.
     probe = dirname(probe);
   }
+}
+
+function resolveFailed(root: string, rel: string, at: string, cause: unknown): ManifestError {
+  const code = (cause as NodeJS.ErrnoException).code ?? "error";
+  const missingRoot = at === resolve(root) && code === "ENOENT";
+  return new ManifestError(
+    missingRoot ? "PATH_ROOT_MISSING" : "PATH_RESOLVE_FAILED",
+    `resolve ${truncateForMessage(rel)} below ${root}: ${missingRoot ? "the root does not exist" : `cannot resolve ${at} (${code})`}. ` +
+      (missingRoot ? "Create it or pass an existing directory." : "Check permissions."),
+    { kind: missingRoot ? "input" : "failed", file: at, cause },
+  );
 }
