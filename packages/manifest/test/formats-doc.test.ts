@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  canonicalJson,
   parseArchiveDeclaration,
   parseArtifactManifest,
   parseControlManifest,
@@ -55,7 +56,8 @@ describe("docs/formats.md", () => {
       expect(() => parse!(enc(b.body), `docs/formats.md (${b.file})`)).not.toThrow();
       const example = EXAMPLES.find((e) => e.file === b.file && e.label === b.label);
       expect(example, `no example ${b.file} ${b.label} in test/examples.ts`).toBeDefined();
-      expect(b.body).toBe(new TextDecoder().decode(example!.bytes()));
+      // The formatter may reflow short arrays in the doc, so compare the canonical form.
+      expect(canonicalJson(JSON.parse(b.body))).toBe(new TextDecoder().decode(example!.bytes()));
     },
   );
 

@@ -86,16 +86,11 @@ export function inventorySchema<T extends z.ZodType<{ path: string }>>(entry: T)
     .superRefine((entries, ctx) => refuseDuplicatePaths(entries, ctx));
 }
 
-export function refuseDuplicatePaths(
-  entries: ReadonlyArray<{ path: string }>,
-  ctx: z.RefinementCtx,
-  pathPrefix: Array<string | number> = [],
-): void {
+function refuseDuplicatePaths(entries: ReadonlyArray<{ path: string }>, ctx: z.RefinementCtx): void {
   const seen = new Set<string>();
   entries.forEach((entry, i) => {
     if (seen.has(entry.path)) {
       codedIssue(ctx, "RECORD_DUPLICATE_PATH", `path ${truncateForMessage(entry.path)} is listed twice`, [
-        ...pathPrefix,
         i,
         "path",
       ]);
