@@ -159,17 +159,19 @@ try {
     }
     if (mode === "warm") await opensslDigests([big, ...smalls]); // read everything into the page cache once
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      // Interleaved, so slow drifts in machine load hit every measurement alike.
-      const pending = measurements.filter(
-        (m) => (samples[`${m.id}/${mode}`] ?? []).filter((s) => s.clean).length < REPS,
+      // Every measurement in every attempt, interleaved, so drifting load hits them alike and the
+      // ratios below can pair samples taken moments apart.
+      const done = measurements.every(
+        (m) => (samples[`${m.id}/${mode}`] ?? []).filter((s) => s.clean).length >= REPS,
       );
-      if (pending.length === 0) break;
-      for (const m of pending) {
+      if (done) break;
+      for (const m of measurements) {
         if (mode === "cold") await dropCaches();
         const sample = await measure(m.run);
         const key = `${m.id}/${mode}`;
         samples[key] ??= [];
         samples[key].push({
+          attempt,
           seconds: sample.seconds,
           mibps: m.bytes / MiB / sample.seconds,
           ownCpu: sample.ownCpu,
@@ -223,10 +225,19 @@ try {
 
   const ratios = {};
   const ratioRows = [];
-  const ratio = (a, b) =>
-    summary[a] && summary[b] ? summary[a].medianSeconds / summary[b].medianSeconds : undefined;
-  const speedup = (a, b) =>
-    summary[a] && summary[b] ? summary[a].medianMiBps / summary[b].medianMiBps : undefined;
+  // Ratios pair the two measurements' samples from the same attempt (taken seconds apart) and take
+  // the median; pairs where both samples are clean, or all pairs when there is none.
+  const paired = (a, b, value) => {
+    const left = samples[a] ?? [];
+    const right = new Map((samples[b] ?? []).map((s) => [s.attempt, s]));
+    const pairs = left.filter((s) => right.has(s.attempt)).map((s) => [s, right.get(s.attempt)]);
+    const clean = pairs.filter(([x, y]) => x.clean && y.clean);
+    const used = clean.length > 0 ? clean : pairs;
+    if (used.length === 0) return undefined;
+    return { value: median(used.map(([x, y]) => value(x, y))), pairs: used.length, clean: clean.length > 0 };
+  };
+  const ratio = (a, b) => paired(a, b, (x, y) => x.seconds / y.seconds);
+  const speedup = (a, b) => paired(a, b, (x, y) => x.mibps / y.mibps);
   for (const mode of MODES) {
     const entries = [
       [
@@ -250,15 +261,22 @@ try {
         ">=",
       ],
     ];
-    for (const [label, value, direction] of entries) {
-      if (value === undefined) continue;
+    for (const [label, result, direction] of entries) {
+      if (result === undefined) continue;
+      const { value, pairs, clean } = result;
       const met = direction === "<=" ? value <= 1.0 : value >= 1.8;
-      ratios[`${label.split(" (")[0]}/${mode}`] = Number(value.toFixed(3));
-      ratioRows.push([label, mode, value.toFixed(3), met ? "met" : "NOT MET"]);
+      ratios[`${label.split(" (")[0]}/${mode}`] = { value: Number(value.toFixed(3)), pairs, clean };
+      ratioRows.push([
+        label,
+        mode,
+        value.toFixed(3),
+        `${pairs}${clean ? "" : " (contaminated)"}`,
+        met ? "met" : "NOT MET",
+      ]);
     }
   }
   console.log("");
-  printTable(["ratio", "cache", "value", "target"], ratioRows);
+  printTable(["ratio (median of paired samples)", "cache", "value", "pairs", "target"], ratioRows);
   if (coldUnavailable) console.log("cold: not measured (drop_caches not permitted)");
   console.log(
     `BENCH_JSON ${JSON.stringify({
