@@ -1,5 +1,7 @@
 import yargs from "yargs";
+import type { Argv } from "yargs";
 import { commands } from "./commands/index.js";
+import { type CommandEntry, isGroup } from "./commands/registry.js";
 import { describeError, UsageError } from "./errors.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
 
@@ -31,12 +33,23 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     .fail((message, error) => {
       throw error ?? new UsageError(message);
     });
-  for (const command of commands) {
-    parser.command(command.command, command.describe, command.builder, async (args) => {
+  const register = (target: Argv, entry: CommandEntry): void => {
+    if (isGroup(entry)) {
+      target.command(entry.command, entry.describe, (group) => {
+        for (const sub of entry.subcommands) register(group, sub);
+        return group.demandCommand(
+          1,
+          `Name a subcommand; \`ckpt ${entry.command.split(" ")[0]} --help\` lists them.`,
+        );
+      });
+      return;
+    }
+    target.command(entry.command, entry.describe, entry.builder, async (args) => {
       globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
-      outcome = await command.run(args as never, io);
+      outcome = await entry.run(args as never, io);
     });
-  }
+  };
+  for (const entry of commands) register(parser, entry);
   try {
     await parser.parseAsync([...argv], {}, (_error, _args, output) => {
       helpText = output;

@@ -1,24 +1,9 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, describe, expect, it } from "vitest";
-import type { CliIo } from "../src/io.js";
 import { runCli } from "../src/run.js";
-
-function capture(): { io: CliIo; out: () => string; err: () => string } {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (c) => (out += c));
-  stderr.on("data", (c) => (err += c));
-  return {
-    io: { stdout, stderr, interactive: false, color: false, env: {} },
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from "./helpers/capture.js";
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -34,7 +19,7 @@ async function tempDir(): Promise<string> {
 describe("ckpt doctor store", () => {
   it("qualifies a file:// store: exit 0 and a JSON report of every check", async () => {
     const dir = await tempDir();
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["doctor", "store", `file://${dir}/archive`, "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
     expect(report).toMatchObject({
@@ -55,7 +40,7 @@ describe("ckpt doctor store", () => {
   });
 
   it("prints a table of checks and the verdict for humans", async () => {
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["doctor", "store", "memory://doctor-human/p"], c.io)).toBe(0);
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toBe("memory://doctor-human/p (endpoint doctor-human, bucket doctor-human, prefix p)");
@@ -67,17 +52,17 @@ describe("ckpt doctor store", () => {
   it("exits 1 with the failed checks when the store cannot be qualified", async () => {
     const dir = await tempDir();
     await writeFile(join(dir, "not-a-dir"), "x");
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["doctor", "store", `file://${dir}/not-a-dir/archive`], c.io)).toBe(1);
     expect(c.out()).toContain("FAIL");
     expect(c.out()).toMatch(/NOT qualified \(conditional-create, sha256-metadata, .*\)/);
   });
 
   it("exits 2 for a bad URI, naming it, in JSON and on stderr", async () => {
-    const json = capture();
+    const json = captureIo();
     expect(await runCli(["doctor", "store", "file://relative/dir", "--json"], json.io)).toBe(2);
     expect(JSON.parse(json.out())).toMatchObject({ ok: false, error: { code: "STORE_BAD_URI" } });
-    const human = capture();
+    const human = captureIo();
     expect(await runCli(["doctor", "store", "s3://user:hunter2pass@bucket/p"], human.io)).toBe(2);
     expect(human.err()).toContain("credentials do not belong in a URI");
     expect(human.err()).not.toContain("hunter2pass");
@@ -87,7 +72,7 @@ describe("ckpt doctor store", () => {
     const dir = await tempDir();
     const path = join(dir, "creds.secret");
     await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["doctor", "store", "s3://bucket/p", "--credentials", path, "--json"], c.io)).toBe(2);
     const out = JSON.parse(c.out());
     expect(out.error).toMatchObject({
@@ -98,8 +83,8 @@ describe("ckpt doctor store", () => {
   });
 
   it("exits 2 for an unknown check and teaches with an example under --help", async () => {
-    expect(await runCli(["doctor", "disk", "file:///tmp/x"], capture().io)).toBe(2);
-    const help = capture();
+    expect(await runCli(["doctor", "disk", "file:///tmp/x"], captureIo().io)).toBe(2);
+    const help = captureIo();
     expect(await runCli(["doctor", "--help"], help.io)).toBe(0);
     expect(help.out()).toContain("ckpt doctor store s3://ckpt-archive/runs --credentials");
     expect(help.out()).toContain("--credentials");

@@ -1,24 +1,9 @@
 import { join } from "node:path";
-import { PassThrough } from "node:stream";
 import { writeSafetensors } from "@ckpt/tensors";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { CliIo } from "../src/io.js";
 import { runCli } from "../src/run.js";
-
-function capture(): { io: CliIo; out: () => string; err: () => string } {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (c) => (out += c));
-  stderr.on("data", (c) => (err += c));
-  return {
-    io: { stdout, stderr, interactive: false, color: false, env: {} },
-    out: () => out,
-    err: () => err,
-  };
-}
+import { captureIo } from "./helpers/capture.js";
 
 let dir = "";
 let cleanup: () => Promise<void> = async () => {};
@@ -39,7 +24,7 @@ afterAll(() => cleanup());
 
 describe("ckpt inspect", () => {
   it("prints an aligned table of name, dtype, shape and bytes", async () => {
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["inspect", file], c.io)).toBe(0);
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toBe(`${file}: safetensors, 1 file, 2 tensors, 32 B`);
@@ -51,7 +36,7 @@ describe("ckpt inspect", () => {
   });
 
   it("adds SHA-256 columns and prints JSON with --sha256 --json", async () => {
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["inspect", file, "--sha256", "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
     expect(report).toMatchObject({ ok: true, kind: "safetensors", files: [{ file: "model.safetensors" }] });
@@ -66,16 +51,16 @@ describe("ckpt inspect", () => {
   });
 
   it("exits 2 with the error code for a corrupt or unknown input", async () => {
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["inspect", join(dir, "nope")], c.io)).toBe(2);
     expect(c.err()).toContain("no such file or directory");
-    const j = capture();
+    const j = captureIo();
     expect(await runCli(["inspect", join(dir, "nope"), "--json"], j.io)).toBe(2);
     expect(JSON.parse(j.out())).toMatchObject({ ok: false, error: { code: "INSPECT_NOT_FOUND" } });
   });
 
   it("documents itself with an example", async () => {
-    const c = capture();
+    const c = captureIo();
     expect(await runCli(["inspect", "--help"], c.io)).toBe(0);
     expect(c.out()).toContain("ckpt inspect model.safetensors");
     expect(c.out()).toContain("--sha256");

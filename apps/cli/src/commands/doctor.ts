@@ -1,21 +1,11 @@
 import { openStore, type QualificationReport, qualify } from "@ckpt/object-store";
+import { table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
 interface DoctorArgs {
   check: "store";
   uri: string;
   credentials?: string;
-}
-
-/** Left-aligned columns; the last one (the detail) is never padded. */
-function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
-      .join("  ")
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join("\n");
 }
 
 /** The human rendering of a qualification report: the destination, one row per check, a verdict. */

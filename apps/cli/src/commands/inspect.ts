@@ -1,31 +1,10 @@
 import { type InspectReport, inspectPath } from "@ckpt/tensors";
+import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
 interface InspectArgs {
   path: string;
   sha256: boolean;
-}
-
-function formatBytes(n: number): string {
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return unit === 0 ? `${n} B` : `${value.toFixed(1)} ${units[unit]}`;
-}
-
-/** Left-aligned columns, except the byte count, which is right-aligned. */
-function table(header: string[], rows: string[][], rightAligned: ReadonlySet<number>): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (rightAligned.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
-      .join("  ")
-      .trimEnd();
-  return [line(header), ...rows.map(line)].join("\n");
 }
 
 /** The human rendering of an inspect report: a summary line, then one aligned row per tensor. */

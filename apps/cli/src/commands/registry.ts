@@ -14,3 +14,16 @@ export interface CkptCommand<A = Record<string, unknown>> {
 
 // biome-ignore lint/suspicious/noExplicitAny: each command declares its own argument type
 export type AnyCommand = CkptCommand<any>;
+
+/** A command that only groups others (`ckpt artifact publish`, `ckpt store copy`, ...). */
+export interface CkptCommandGroup {
+  readonly command: string;
+  readonly describe: string;
+  readonly subcommands: readonly CommandEntry[];
+}
+
+export type CommandEntry = AnyCommand | CkptCommandGroup;
+
+export function isGroup(entry: CommandEntry): entry is CkptCommandGroup {
+  return "subcommands" in entry;
+}

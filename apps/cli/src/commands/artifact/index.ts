@@ -1,0 +1,8 @@
+import type { CkptCommandGroup } from "../registry.js";
+
+/** `ckpt artifact ...`: the digest-verified lifecycle of checkpoint_artifacts/iter_* directories. */
+export const artifactGroup: CkptCommandGroup = {
+  command: "artifact <command>",
+  describe: "Commit, publish, verify, fetch and release checkpoint artifacts",
+  subcommands: [],
+};
