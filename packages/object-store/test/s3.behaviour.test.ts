@@ -18,7 +18,7 @@ import { makeS3Client, resolveS3Endpoint } from "../src/s3/client.js";
 import { createS3Store } from "../src/s3/store.js";
 import { GOOG4, signRequest } from "../src/s3/sigv4.js";
 import { startRecordingServer, sendXmlError } from "./helpers/recording-server.js";
-import { createTestBucket, rawClient, s3TestEnv, testCredentials } from "./helpers/s3-env.js";
+import { createTestBucket, rawClient, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 
 const env = s3TestEnv();
 const sha = (data: Uint8Array) => createHash("sha256").update(data).digest("hex");

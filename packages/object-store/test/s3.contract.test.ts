@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll } from "vitest";
 import { createS3Store } from "../src/s3/store.js";
 import { describeStoreContract } from "./contract.js";
-import { createTestBucket, s3TestEnv, testCredentials } from "./helpers/s3-env.js";
+import { createTestBucket, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 
 // The shared contract against a real Ceph RGW (see test/global-setup.ts for how it is found).
 const env = s3TestEnv();

@@ -9,7 +9,7 @@ import { createMemoryStore } from "../src/memory/store.js";
 import { createS3Store } from "../src/s3/store.js";
 import { copyPrefix } from "../src/transfer/copy.js";
 import { downloadPrefix, downloadPrefixIter } from "../src/transfer/download.js";
-import { createTestBucket, rawClient, s3TestEnv, testCredentials } from "./helpers/s3-env.js";
+import { createTestBucket, rawClient, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 
 const env = s3TestEnv();
 const sha = (data: Uint8Array) => createHash("sha256").update(data).digest("hex");

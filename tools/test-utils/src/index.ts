@@ -12,3 +12,12 @@ export async function makeTempDir(
 
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */
 export const inCI = process.env.CI === "true" || process.env.CI === "1";
+
+export {
+  type S3TestEnv,
+  parseExports,
+  s3TestEnv,
+  testCredentials,
+  rawClient,
+  createTestBucket,
+} from "./s3-env.js";

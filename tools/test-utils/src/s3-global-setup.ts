@@ -4,17 +4,11 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
-import { parseExports, type S3TestEnv } from "./helpers/s3-env.js";
+import { parseExports, type S3TestEnv } from "./s3-env.js";
 
 const run = promisify(execFile);
 const repoRoot = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 const script = join(repoRoot, "tools/s3-server/ceph-s3.sh");
-
-declare module "vitest" {
-  export interface ProvidedContext {
-    s3Env: S3TestEnv;
-  }
-}
 
 /** A port the kernel reports free right now (the server binds it a moment later). */
 function freePort(): Promise<number> {
@@ -56,7 +50,7 @@ export default async function setup(project: TestProject): Promise<(() => Promis
     project.provide("s3Env", given);
     return undefined;
   }
-  const dir = `/tmp/ckpt-object-store-ceph-${process.pid}`;
+  const dir = `/tmp/ckpt-test-ceph-${process.pid}`;
   const env = {
     ...process.env,
     CEPH_S3_DIR: dir,

@@ -9,7 +9,13 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
-import type { StoreCredentials } from "../../src/types.js";
+import type { StoreCredentials } from "@ckpt/object-store";
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    s3Env: S3TestEnv;
+  }
+}
 
 /** Where the S3 tests find their server: the variables `tools/s3-server/ceph-s3.sh start` prints. */
 export interface S3TestEnv {
