@@ -21,6 +21,11 @@ export function packageTests(
       maxWorkers: 2,
       reporters,
       passWithNoTests: true,
+      // Tests that talk to a real S3 server find it through tools/test-utils' global setup: the
+      // server named by the environment (CI), else a private Ceph RGW started for this run.
+      ...(overrides.realS3
+        ? { globalSetup: [`${import.meta.dirname}/../test-utils/src/s3-global-setup.ts`] }
+        : {}),
     },
   });
 }
