@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import { ManifestError } from "../errors.js";
-import { type HashJob, type HashOutcome, hashPath } from "./core.js";
+import { type HashJob, type HashOutcome, hashPathSync } from "./core.js";
 
 /** Messages a hashing worker posts back. */
 export type WorkerMessage =
@@ -11,20 +11,23 @@ export type WorkerMessage =
 // load it the same way, with no worker file to resolve. `import()` works whether Node evaluates it
 // as a script or as a module (a parent started with --input-type=module passes that on).
 const WORKER_SOURCE = `"use strict";
-const hashPath = ${hashPath.toString()};
+const hashPathSync = ${hashPathSync.toString()};
 (async () => {
   const { parentPort, workerData } = await import("node:worker_threads");
   const { createHash } = await import("node:crypto");
-  const { open } = await import("node:fs/promises");
-  const { constants } = await import("node:fs");
+  const fs = await import("node:fs");
+  const { constants } = fs;
   const io = {
-    open,
+    openSync: fs.openSync,
+    fstatSync: fs.fstatSync,
+    readSync: fs.readSync,
+    closeSync: fs.closeSync,
     createHash,
     flags: { read: constants.O_RDONLY, noFollow: constants.O_NOFOLLOW, nonBlock: constants.O_NONBLOCK },
   };
-  const { chunkSize, reportMs } = workerData;
-  const buffers = [Buffer.allocUnsafe(chunkSize), Buffer.allocUnsafe(chunkSize)];
-  parentPort.on("message", async (job) => {
+  const { readSize, reportMs } = workerData;
+  const buffer = Buffer.allocUnsafe(readSize);
+  parentPort.on("message", (job) => {
     let unreported = 0;
     let last = Date.now();
     const onBytes = (bytes) => {
@@ -36,7 +39,7 @@ const hashPath = ${hashPath.toString()};
       unreported = 0;
       last = now;
     };
-    const outcome = await hashPath(io, job, buffers, onBytes, () => false);
+    const outcome = hashPathSync(io, job, buffer, onBytes);
     parentPort.postMessage({ type: "done", id: job.id, outcome });
   });
 })();
@@ -55,11 +58,11 @@ export class HashWorker {
 
   constructor(
     subject: string,
-    chunkSize: number,
+    readSize: number,
     reportMs: number,
     onBytes: (id: number, bytes: number) => void,
   ) {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { chunkSize, reportMs } });
+    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { readSize, reportMs } });
     this.worker.on("message", (message: WorkerMessage) => {
       if (message.type === "bytes") {
         onBytes(message.id, message.bytes);
