@@ -1,0 +1,43 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code @ckpt/archive-reader raises (documented in docs/archive.md). */
+export type ArchiveReaderErrorCode =
+  | "READER_RECEIPT_MISSING"
+  | "READER_RECEIPT_INVALID"
+  | "READER_LEGACY_RECEIPT"
+  | "READER_RECEIPT_DESTINATION_MISMATCH"
+  | "READER_REMOTE_INCOMPLETE"
+  | "READER_REMOTE_RECORD_TOO_LARGE"
+  | "READER_REMOTE_RECORD_INVALID"
+  | "READER_DECLARATION_MISMATCH"
+  | "READER_LEGACY_DCP_UNPROVABLE"
+  | "READER_UNVERIFIABLE"
+  | "READER_STAGE_FOREIGN"
+  | "READER_STAGE_NOT_DIRECTORY"
+  | "READER_STAGE_RECORD_INVALID"
+  | "READER_DOWNLOAD_MISMATCH"
+  | "READER_DCP_INCOMPLETE"
+  | "READER_ABORTED";
+
+/**
+ * The one error class of @ckpt/archive-reader: a stable `code`, a `kind` saying whether a retry or
+ * other input can help, and the file or object key it is about in `subject` (never a secret).
+ */
+export class ArchiveReaderError extends Error {
+  override readonly name = "ArchiveReaderError";
+  readonly code: ArchiveReaderErrorCode;
+  readonly kind: ErrorKind;
+  readonly subject: string | undefined;
+
+  constructor(
+    code: ArchiveReaderErrorCode,
+    message: string,
+    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "refused";
+    this.subject = options.subject;
+  }
+}
