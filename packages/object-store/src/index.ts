@@ -10,6 +10,7 @@ export type {
   CreateResult,
   ObjectStore,
   StoreCredentials,
+  StoreRetryOptions,
 } from "./types.js";
 export {
   ObjectStoreError,
@@ -49,7 +50,7 @@ export {
   type QualificationCheck,
   type QualificationCheckName,
 } from "./qualify.js";
-export { createS3Store, type S3StoreOptions, type StoreRetryOptions } from "./s3/store.js";
+export { createS3Store, type S3StoreOptions } from "./s3/store.js";
 export { resolveS3Endpoint, type S3Dialect, type ResolvedS3Endpoint } from "./s3/client.js";
 export { createGcsStore, type GcsStoreOptions, type GcsServiceAccount } from "./gcs/store.js";
 export { copyPrefix, copyPrefixIter, type CopyPrefixOptions } from "./transfer/copy.js";

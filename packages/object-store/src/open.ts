@@ -3,8 +3,8 @@ import { ObjectStoreError } from "./errors.js";
 import { createFileStore } from "./file/store.js";
 import { createGcsStore } from "./gcs/store.js";
 import { createMemoryStore } from "./memory/store.js";
-import { createS3Store, type StoreRetryOptions } from "./s3/store.js";
-import type { ObjectStore, StoreCredentials } from "./types.js";
+import { createS3Store } from "./s3/store.js";
+import type { ObjectStore, StoreCredentials, StoreRetryOptions } from "./types.js";
 import { parseStoreUri } from "./uri.js";
 
 export interface OpenStoreOptions {

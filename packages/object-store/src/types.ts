@@ -22,6 +22,15 @@ export interface ObjectInfo {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
+/** Retry tuning of the remote backends (full-jitter exponential backoff of transient failures). */
+export interface StoreRetryOptions {
+  readonly retries?: number;
+  readonly baseDelayMs?: number;
+  readonly maxDelayMs?: number;
+  /** Injectable wait, for tests. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+}
+
 export interface CallOptions {
   readonly signal?: AbortSignal;
   /** Per-call timeout in milliseconds (each attempt); the store default applies when absent. */

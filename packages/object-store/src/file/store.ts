@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import {
   type FileHandle,
@@ -15,10 +15,10 @@ import {
 import { dirname, join } from "node:path";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
-import { abortError, digestMismatch, openBody, sizeMismatch } from "../internal/body.js";
+import { abortError, checkedChunks, openBody } from "../internal/body.js";
 import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
-import { resolveRange } from "../internal/range.js";
+import { noSuchObject, resolveRange } from "../internal/get.js";
 import { withRetry } from "../internal/retry.js";
 import type {
   CallOptions,
@@ -64,6 +64,13 @@ interface WrittenTemp {
   readonly ino: bigint;
   readonly size: bigint;
   readonly mtimeNs: bigint;
+}
+
+/** A write ready to commit: the fsync'ed temporary, its sidecar's path and the stored metadata. */
+interface Staged {
+  readonly temp: WrittenTemp;
+  readonly sidecar: string;
+  readonly metadata: Record<string, string>;
 }
 
 class FileStore implements ObjectStore {
@@ -133,20 +140,11 @@ class FileStore implements ObjectStore {
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
     try {
-      const hash = createHash("sha256");
       let written = 0;
-      for await (const chunk of stream) {
-        const bytes = chunk as Uint8Array;
+      for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
         written += bytes.byteLength;
-        if (written > size) throw sizeMismatch(key, written, size);
-        hash.update(bytes);
         await handle.write(bytes);
         options?.onProgress?.(written);
-      }
-      if (written !== size) throw sizeMismatch(key, written, size);
-      const digest = hash.digest("hex");
-      if (options?.sha256 !== undefined && digest !== options.sha256) {
-        throw digestMismatch(key, digest, options.sha256);
       }
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
@@ -216,7 +214,17 @@ class FileStore implements ObjectStore {
     };
   }
 
-  async createIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<CreateResult> {
+  /**
+   * Validates the key, writes the body to a temporary and its sidecar, then hands both to `commit`,
+   * all under the call's signal and timeout. A failure is reported as one of `action`.
+   */
+  private write<T>(
+    action: "create" | "put",
+    key: string,
+    body: PutBody,
+    options: PutOptions | undefined,
+    commit: (staged: Staged, final: string) => Promise<T>,
+  ): Promise<T> {
     validateKey(key);
     const metadata = putMetadata(key, options);
     const final = payloadPath(this.root, key);
@@ -227,87 +235,80 @@ class FileStore implements ObjectStore {
           await unlink(temp.path).catch(() => {});
           throw error;
         });
-        let code: string | undefined;
-        try {
-          await link(temp.path, final);
-        } catch (error) {
-          code = errnoCode(error) ?? "unknown error";
-        }
-        const links =
-          code === undefined
-            ? 2
-            : await lstat(temp.path).then(
-                (s) => s.nlink,
-                () => undefined,
-              );
-        const outcome = linkOutcome(code, links);
-        await unlink(temp.path).catch(() => {});
-        if (outcome !== "created") await unlink(sidecar).catch(() => {});
-        if (outcome === "failed") throw this.failure("create", key, Object.assign(new Error(code), { code }));
-        if (
-          outcome === "exists" &&
-          (await lstat(final).then(
-            (st) => st.isDirectory(),
-            () => false,
-          ))
-        ) {
-          throw this.failure("create", key, Object.assign(new Error("EISDIR"), { code: "EISDIR" }));
-        }
-        if (outcome === "created") await this.syncDirectory(dirname(final));
-        const info = await this.readInfo(key);
-        if (info === undefined) {
-          throw new ObjectStoreError(
-            "STORE_PRECONDITION_UNCONFIRMED",
-            `create ${key} in ${this.uri}: the object was ${outcome} but vanished before it could be read back; ` +
-              "something else deletes in this directory.",
-            { kind: "transient", subject: key },
-          );
-        }
-        return { status: outcome, info };
+        return await commit({ temp, sidecar, metadata }, final);
       } catch (error) {
         if (signal.aborted) throw abortError(key, signal);
-        throw this.failure("create", key, error);
+        throw this.failure(action, key, error);
       }
     });
   }
 
-  async put(key: string, body: PutBody, options?: PutOptions): Promise<ObjectInfo> {
-    validateKey(key);
-    const metadata = putMetadata(key, options);
-    const final = payloadPath(this.root, key);
-    return this.run(key, options, async (signal) => {
+  async createIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<CreateResult> {
+    return this.write("create", key, body, options, async ({ temp, sidecar }, final) => {
+      let code: string | undefined;
       try {
-        const temp = await this.writeTemp(key, final, body, options, signal);
-        const sidecar = await this.writeSidecar(key, temp, metadata).catch(async (error: unknown) => {
-          await unlink(temp.path).catch(() => {});
-          throw error;
-        });
-        const previous = await lstat(final, { bigint: true }).then(
-          (s) => (s.isFile() ? s.ino : undefined),
-          () => undefined,
-        );
-        try {
-          await rename(temp.path, final);
-        } catch (error) {
-          await unlink(temp.path).catch(() => {});
-          await unlink(sidecar).catch(() => {});
-          throw error;
-        }
-        if (previous !== undefined && previous !== temp.ino) {
-          await unlink(sidecarPath(this.root, key, previous)).catch(() => {});
-        }
-        await this.syncDirectory(dirname(final));
-        return {
-          key,
-          size: Number(temp.size),
-          lastModified: new Date(Number(temp.mtimeNs / 1_000_000n)),
-          etag: `${temp.ino}-${temp.mtimeNs}`,
-          ...infoMetadata(metadata),
-        };
+        await link(temp.path, final);
       } catch (error) {
-        if (signal.aborted) throw abortError(key, signal);
-        throw this.failure("put", key, error);
+        code = errnoCode(error) ?? "unknown error";
       }
+      const links =
+        code === undefined
+          ? 2
+          : await lstat(temp.path).then(
+              (s) => s.nlink,
+              () => undefined,
+            );
+      const outcome = linkOutcome(code, links);
+      await unlink(temp.path).catch(() => {});
+      if (outcome !== "created") await unlink(sidecar).catch(() => {});
+      if (outcome === "failed") throw this.failure("create", key, Object.assign(new Error(code), { code }));
+      if (
+        outcome === "exists" &&
+        (await lstat(final).then(
+          (st) => st.isDirectory(),
+          () => false,
+        ))
+      ) {
+        throw this.failure("create", key, Object.assign(new Error("EISDIR"), { code: "EISDIR" }));
+      }
+      if (outcome === "created") await this.syncDirectory(dirname(final));
+      const info = await this.readInfo(key);
+      if (info === undefined) {
+        throw new ObjectStoreError(
+          "STORE_PRECONDITION_UNCONFIRMED",
+          `create ${key} in ${this.uri}: the object was ${outcome} but vanished before it could be read back; ` +
+            "something else deletes in this directory.",
+          { kind: "transient", subject: key },
+        );
+      }
+      return { status: outcome, info };
+    });
+  }
+
+  async put(key: string, body: PutBody, options?: PutOptions): Promise<ObjectInfo> {
+    return this.write("put", key, body, options, async ({ temp, sidecar, metadata }, final) => {
+      const previous = await lstat(final, { bigint: true }).then(
+        (s) => (s.isFile() ? s.ino : undefined),
+        () => undefined,
+      );
+      try {
+        await rename(temp.path, final);
+      } catch (error) {
+        await unlink(temp.path).catch(() => {});
+        await unlink(sidecar).catch(() => {});
+        throw error;
+      }
+      if (previous !== undefined && previous !== temp.ino) {
+        await unlink(sidecarPath(this.root, key, previous)).catch(() => {});
+      }
+      await this.syncDirectory(dirname(final));
+      return {
+        key,
+        size: Number(temp.size),
+        lastModified: new Date(Number(temp.mtimeNs / 1_000_000n)),
+        etag: `${temp.ino}-${temp.mtimeNs}`,
+        ...infoMetadata(metadata),
+      };
     });
   }
 
@@ -329,20 +330,12 @@ class FileStore implements ObjectStore {
       try {
         handle = await open(payloadPath(this.root, key), constants.O_RDONLY | constants.O_NOFOLLOW);
       } catch (error) {
-        if (isMissing(error) || errnoCode(error) === "ELOOP") {
-          throw new ObjectStoreError("STORE_NOT_FOUND", `get ${key}: no such object in ${this.uri}.`, {
-            subject: key,
-          });
-        }
+        if (isMissing(error) || errnoCode(error) === "ELOOP") throw noSuchObject(key, this.uri);
         throw this.failure("get", key, error);
       }
       try {
         const stat = await handle.stat();
-        if (!stat.isFile()) {
-          throw new ObjectStoreError("STORE_NOT_FOUND", `get ${key}: no such object in ${this.uri}.`, {
-            subject: key,
-          });
-        }
+        if (!stat.isFile()) throw noSuchObject(key, this.uri);
         const { start, end } = resolveRange(key, options?.range, stat.size);
         if (start === end) {
           await handle.close();

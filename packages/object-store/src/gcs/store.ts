@@ -4,13 +4,18 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { type File, type FileMetadata, Storage, type StorageOptions } from "@google-cloud/storage";
 import { DEFAULT_GCS_ENDPOINT } from "../credentials.js";
-import { isTransientStoreError, ObjectStoreError } from "../errors.js";
-import { joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
-import { digestMismatch } from "../internal/body.js";
+import { ObjectStoreError } from "../errors.js";
+import { bodySize, DEFAULT_PART_SIZE, digestMismatch, isMultipart, wholeBody } from "../internal/body.js";
+import { remoteGet } from "../internal/get.js";
+import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
-import { withRetry } from "../internal/retry.js";
-import { bodySize, DEFAULT_MULTIPART_THRESHOLD, DEFAULT_PART_SIZE, wholeBody } from "../s3/body.js";
-import type { StoreRetryOptions } from "../s3/store.js";
+import {
+  bucketLocation,
+  confirmExisting,
+  DEFAULT_REMOTE_TIMEOUT_MS,
+  type RemoteContext,
+  retrying,
+} from "../internal/remote.js";
 import type {
   CallOptions,
   CreateResult,
@@ -21,6 +26,7 @@ import type {
   ObjectStore,
   PutBody,
   PutOptions,
+  StoreRetryOptions,
 } from "../types.js";
 import { gcsStatusOf, gcsToStoreError } from "./errors.js";
 
@@ -48,47 +54,16 @@ export interface GcsStoreOptions {
 
 /** Resumable chunks must be multiples of 256 KiB. */
 const RESUMABLE_CHUNK_GRANULE = 256 * 1024;
-const DEFAULT_TIMEOUT_MS = 120_000;
 
-interface Ctx {
+interface Ctx extends RemoteContext {
   readonly storage: Storage;
   readonly bucket: string;
   readonly prefix: string;
-  readonly uri: string;
-  readonly retry: StoreRetryOptions;
-  readonly timeoutMs: number;
 }
 
 function file(ctx: Ctx, key: string): File {
   validateKey(key);
   return ctx.storage.bucket(ctx.bucket).file(joinPrefix(ctx.prefix, key));
-}
-
-function retrying<T>(
-  ctx: Ctx,
-  action: string,
-  subject: string,
-  call: CallOptions | undefined,
-  request: (signal: AbortSignal) => Promise<T>,
-  retries?: number,
-): Promise<T> {
-  return withRetry(
-    async (_attempt, signal) => {
-      try {
-        return await request(signal);
-      } catch (error) {
-        throw gcsToStoreError(error, action, subject);
-      }
-    },
-    {
-      ...ctx.retry,
-      ...(retries === undefined ? {} : { retries }),
-      isTransient: isTransientStoreError,
-      subject,
-      timeoutMs: call?.timeoutMs ?? ctx.timeoutMs,
-      ...(call?.signal === undefined ? {} : { signal: call.signal }),
-    },
-  );
 }
 
 function infoFrom(key: string, meta: FileMetadata): ObjectInfo {
@@ -152,14 +127,7 @@ async function createIfAbsent(
     options?.onProgress?.(body.byteLength);
     return { status: "created", info: infoFrom(key, f.metadata) };
   }
-  const existing = await head(ctx, key, options);
-  if (existing !== undefined) return { status: "exists", info: existing };
-  throw new ObjectStoreError(
-    "STORE_PRECONDITION_UNCONFIRMED",
-    `create ${subject}: GCS answered 412 Precondition Failed but the object's metadata is not there. ` +
-      "A 412 alone does not prove the object exists; retry, and qualify the bucket with `ckpt doctor store`.",
-    { kind: "transient", subject },
-  );
+  return confirmExisting(subject, () => head(ctx, key, options));
 }
 
 /** A source that hashes and counts the bytes it hands on (for the digest check and onProgress). */
@@ -187,8 +155,7 @@ async function put(
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
-  const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
-  if (size <= threshold) {
+  if (!isMultipart(size, options)) {
     const held = await wholeBody(body, size, subject);
     if (metadata.sha256 !== undefined) {
       const actual = createHash("sha256").update(held).digest("hex");
@@ -248,10 +215,6 @@ async function put(
   return info;
 }
 
-function badRange(subject: string, why: string): ObjectStoreError {
-  return new ObjectStoreError("STORE_INVALID_RANGE", `get ${subject}: ${why}.`, { kind: "input", subject });
-}
-
 /** Start a download and resolve once GCS has answered 2xx (errors surface here, not mid-stream). */
 function openDownload(f: File, start: number | undefined, end: number | undefined): Promise<Readable> {
   const stream = f.createReadStream({
@@ -275,39 +238,20 @@ function openDownload(f: File, start: number | undefined, end: number | undefine
 async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {
   const f = file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const range = options?.range;
-  if (range !== undefined) {
-    if (!Number.isSafeInteger(range.start) || range.start < 0) {
-      throw badRange(subject, `range start ${range.start} is not a non-negative integer`);
-    }
-    if (range.end !== undefined && (!Number.isSafeInteger(range.end) || range.end < range.start)) {
-      throw badRange(
-        subject,
-        `range end ${range.end} must be an integer at or after the start ${range.start}`,
-      );
-    }
-  }
-  const notFound = () => gcsToStoreError({ code: 404, message: "No such object" }, "get", subject);
-  if (range !== undefined && range.end === range.start) {
-    const info = await head(ctx, key, options);
-    if (info === undefined) throw notFound();
-    if (range.start > info.size)
-      throw badRange(subject, `range start ${range.start} is past the end (${info.size} bytes)`);
-    return Readable.from([]);
-  }
-  const opened = await retrying(ctx, "get", subject, options, async () => {
-    try {
-      return await openDownload(f, range?.start, range?.end === undefined ? undefined : range.end - 1);
-    } catch (error) {
-      if (gcsStatusOf(error) === 416) return "unsatisfiable" as const;
-      throw error;
-    }
-  });
-  if (opened !== "unsatisfiable") return opened;
-  const info = await head(ctx, key, options);
-  if (info === undefined) throw notFound();
-  if (range !== undefined && range.start === info.size) return Readable.from([]);
-  throw badRange(subject, `range start ${range?.start} is past the end (${info.size} bytes)`);
+  return remoteGet(
+    subject,
+    options?.range,
+    () => head(ctx, key, options),
+    (first, last) =>
+      retrying(ctx, "get", subject, options, async () => {
+        try {
+          return await openDownload(f, first, last);
+        } catch (error) {
+          if (gcsStatusOf(error) === 416) return "unsatisfiable" as const;
+          throw error;
+        }
+      }),
+  );
 }
 
 async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined): AsyncGenerator<ObjectInfo> {
@@ -326,7 +270,7 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
       }),
     );
     for (const f of files) {
-      yield infoFrom(ctx.prefix === "" ? f.name : f.name.slice(ctx.prefix.length + 1), f.metadata);
+      yield infoFrom(keyBelow(ctx.prefix, f.name), f.metadata);
     }
     pageToken = (next as { pageToken?: string } | null | undefined)?.pageToken;
   } while (pageToken !== undefined);
@@ -341,13 +285,7 @@ async function remove(ctx: Ctx, key: string, call: CallOptions | undefined): Pro
 
 /** An ObjectStore on Google Cloud Storage's JSON API via @google-cloud/storage. */
 export function createGcsStore(options: GcsStoreOptions): ObjectStore {
-  if (options.bucket === "" || options.bucket.includes("/")) {
-    throw new ObjectStoreError(
-      "STORE_BAD_URI",
-      `GCS bucket "${options.bucket}" is not a bucket name. Write the URI as gs://bucket/prefix.`,
-      { kind: "input" },
-    );
-  }
+  const { prefix, uri } = bucketLocation("gs", options.bucket, options.prefix);
   let authority = DEFAULT_GCS_ENDPOINT;
   if (options.apiEndpoint !== undefined) {
     try {
@@ -373,15 +311,14 @@ export function createGcsStore(options: GcsStoreOptions): ObjectStore {
           },
         }),
   };
-  const prefix = options.prefix.replace(/^\/+|\/+$/g, "");
-  const uri = prefix === "" ? `gs://${options.bucket}` : `gs://${options.bucket}/${prefix}`;
   const ctx: Ctx = {
     storage: options.storage ?? new Storage(storageOptions),
     bucket: options.bucket,
     prefix,
     uri,
     retry: options.retry ?? {},
-    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    timeoutMs: options.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS,
+    toError: gcsToStoreError,
   };
   const identity: DestinationIdentity = { scheme: "gs", endpoint: authority, bucket: options.bucket, prefix };
   return {

@@ -71,3 +71,8 @@ export function compareKeys(a: string, b: string): number {
 export function joinPrefix(prefix: string, key: string): string {
   return prefix === "" ? key : `${prefix}/${key}`;
 }
+
+/** The key of the full object name `name` below a store prefix that may be empty (`joinPrefix` undone). */
+export function keyBelow(prefix: string, name: string): string {
+  return prefix === "" ? name : name.slice(prefix.length + 1);
+}

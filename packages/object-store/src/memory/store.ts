@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError, isTransientStoreError } from "../errors.js";
-import { abortError, digestMismatch, openBody, sizeMismatch } from "../internal/body.js";
-import { compareKeys, joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
+import { abortError, checkedChunks, DEFAULT_PART_SIZE, isMultipart, openBody } from "../internal/body.js";
+import { compareKeys, joinPrefix, keyBelow, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
-import { resolveRange } from "../internal/range.js";
+import { noSuchObject, resolveRange } from "../internal/get.js";
 import { abortableSleep, withRetry } from "../internal/retry.js";
 import type {
   CallOptions,
@@ -20,9 +20,6 @@ import type {
 import { formatStoreUri, parseStoreUri } from "../uri.js";
 import { faultFires, faultOperation, type MemoryFault, type StoreOperation } from "./faults.js";
 
-/** Same default as the remote backends: bodies above 64 MiB go multipart. */
-const DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024;
-const DEFAULT_PART_SIZE = 16 * 1024 * 1024;
 const DEFAULT_PAGE_SIZE = 1000;
 
 /** One attempt of one call, in the order the store saw them. */
@@ -223,24 +220,14 @@ class InMemoryStore implements MemoryStore {
     const { stream, size } = await openBody(key, body);
     if (signal !== undefined) addAbortSignal(signal, stream);
     const chunks: Buffer[] = [];
-    let got = 0;
     try {
-      for await (const chunk of stream) {
-        chunks.push(Buffer.from(chunk as Uint8Array));
-        got += (chunk as Uint8Array).byteLength;
-        if (got > size) throw sizeMismatch(key, got, size);
-      }
+      for await (const chunk of checkedChunks(key, stream, size, options?.sha256))
+        chunks.push(Buffer.from(chunk));
     } catch (error) {
       if (signal?.aborted) throw abortError(key, signal);
       throw error;
     }
-    if (got !== size) throw sizeMismatch(key, got, size);
-    const bytes = Buffer.concat(chunks);
-    if (options?.sha256 !== undefined) {
-      const digest = createHash("sha256").update(bytes).digest("hex");
-      if (digest !== options.sha256) throw digestMismatch(key, digest, options.sha256);
-    }
-    return bytes;
+    return Buffer.concat(chunks, size);
   }
 
   async createIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<CreateResult> {
@@ -262,9 +249,8 @@ class InMemoryStore implements MemoryStore {
     validateKey(key);
     const metadata = putMetadata(key, options);
     const bytes = await this.collect(key, body, options);
-    const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
     const partSize = options?.partSize ?? DEFAULT_PART_SIZE;
-    const parts = bytes.length > threshold ? Math.ceil(bytes.length / partSize) : 1;
+    const parts = isMultipart(bytes.length, options) ? Math.ceil(bytes.length / partSize) : 1;
     return this.call(
       "put",
       key,
@@ -302,11 +288,7 @@ class InMemoryStore implements MemoryStore {
     validateKey(key);
     return this.call("get", key, options, (fired) => {
       const object = this.objects.get(joinPrefix(this.prefix, key));
-      if (object === undefined) {
-        throw new ObjectStoreError("STORE_NOT_FOUND", `get ${key}: no such object in ${this.uri}.`, {
-          subject: key,
-        });
-      }
+      if (object === undefined) throw noSuchObject(key, this.uri);
       const { start, end } = resolveRange(key, options?.range, object.body.length);
       let bytes = object.body.subarray(start, end);
       for (const fault of fired) {
@@ -320,7 +302,6 @@ class InMemoryStore implements MemoryStore {
     validateListPrefix(prefix);
     const pageSize = options?.pageSize ?? DEFAULT_PAGE_SIZE;
     const full = joinPrefix(this.prefix, prefix);
-    const strip = this.prefix === "" ? 0 : this.prefix.length + 1;
     let after: string | undefined;
     for (;;) {
       const page = await this.call("list", prefix, options, () =>
@@ -334,7 +315,7 @@ class InMemoryStore implements MemoryStore {
       );
       for (const [name, object] of page) {
         yield {
-          key: name.slice(strip),
+          key: keyBelow(this.prefix, name),
           size: object.body.length,
           etag: object.etag,
           lastModified: object.lastModified,

@@ -13,11 +13,27 @@ import {
   type S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
-import { isTransientStoreError, ObjectStoreError } from "../errors.js";
-import { joinPrefix, validateKey, validateListPrefix } from "../internal/keys.js";
-import { digestMismatch } from "../internal/body.js";
+import { ObjectStoreError } from "../errors.js";
+import {
+  abortError,
+  bodyParts,
+  bodySize,
+  DEFAULT_CONCURRENCY,
+  digestMismatch,
+  effectivePartSize,
+  isMultipart,
+  wholeBody,
+} from "../internal/body.js";
+import { remoteGet } from "../internal/get.js";
+import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
-import { withRetry } from "../internal/retry.js";
+import {
+  bucketLocation,
+  confirmExisting,
+  DEFAULT_REMOTE_TIMEOUT_MS,
+  type RemoteContext,
+  retrying,
+} from "../internal/remote.js";
 import type {
   CallOptions,
   CreateResult,
@@ -29,27 +45,11 @@ import type {
   PutBody,
   PutOptions,
   StoreCredentials,
+  StoreRetryOptions,
 } from "../types.js";
-import {
-  bodyParts,
-  bodySize,
-  DEFAULT_CONCURRENCY,
-  DEFAULT_MULTIPART_THRESHOLD,
-  effectivePartSize,
-  wholeBody,
-} from "./body.js";
 import { makeS3Client, resolveS3Endpoint, type S3Dialect } from "./client.js";
 import { errorNameOf, httpStatusOf, isNotFound, isPreconditionFailed, toStoreError } from "./errors.js";
 import { gcsConditionalPut } from "./gcs-xml.js";
-
-/** Retry tuning shared by the S3 and GCS backends (see `withRetry`). */
-export interface StoreRetryOptions {
-  readonly retries?: number;
-  readonly baseDelayMs?: number;
-  readonly maxDelayMs?: number;
-  /** Injectable wait, for tests. */
-  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
-}
 
 export interface S3StoreOptions {
   readonly bucket: string;
@@ -73,52 +73,28 @@ export interface S3StoreOptions {
   readonly now?: () => Date;
 }
 
-/** Default per-attempt timeout; a 16 MiB part at 1 MiB/s still fits. */
-const DEFAULT_TIMEOUT_MS = 120_000;
-
 /** The full object name of `key` below the store prefix, after validating the key. */
 function objectName(ctx: Ctx, key: string): string {
   validateKey(key);
   return joinPrefix(ctx.prefix, key);
 }
 
-interface Ctx {
+interface Ctx extends RemoteContext {
   readonly client: S3Client;
   readonly bucket: string;
   readonly prefix: string;
-  readonly uri: string;
   readonly dialect: S3Dialect;
   readonly endpoint: string | undefined;
   readonly region: string;
-  readonly retry: StoreRetryOptions;
-  readonly timeoutMs: number;
   readonly now: () => Date;
 }
 
-/** Run one request with retries; `request` gets an AbortSignal to hand to the SDK. */
-function retrying<T>(
-  ctx: Ctx,
-  action: string,
-  subject: string,
-  call: CallOptions | undefined,
-  request: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  return withRetry(
-    async (_attempt, signal) => {
-      try {
-        return await request(signal);
-      } catch (error) {
-        throw toStoreError(error, action, subject);
-      }
-    },
-    {
-      ...ctx.retry,
-      isTransient: isTransientStoreError,
-      subject,
-      timeoutMs: call?.timeoutMs ?? ctx.timeoutMs,
-      ...(call?.signal === undefined ? {} : { signal: call.signal }),
-    },
-  );
+/** The user metadata and content type every write request carries. */
+function objectHeaders(metadata: Record<string, string>, options: PutOptions | undefined) {
+  return {
+    Metadata: metadata,
+    ...(options?.contentType === undefined ? {} : { ContentType: options.contentType }),
+  };
 }
 
 function infoFromHead(
@@ -193,8 +169,7 @@ async function createIfAbsent(
           Body: body,
           ContentLength: body.byteLength,
           IfNoneMatch: "*",
-          Metadata: metadata,
-          ...(options?.contentType === undefined ? {} : { ContentType: options.contentType }),
+          ...objectHeaders(metadata, options),
         }),
         { abortSignal },
       );
@@ -218,26 +193,23 @@ async function createIfAbsent(
     options?.onProgress?.(body.byteLength);
     return { status: "created", info: putInfo(key, body.byteLength, metadata, outcome.etag) };
   }
-  const existing = await head(ctx, key, options);
-  if (existing !== undefined) return { status: "exists", info: existing };
-  throw new ObjectStoreError(
-    "STORE_PRECONDITION_UNCONFIRMED",
-    `create ${subject}: the endpoint answered 412 Precondition Failed but a HEAD finds no object. ` +
-      "A 412 alone does not prove the object exists; retry, and qualify the endpoint with `ckpt doctor store`.",
-    { kind: "transient", subject },
-  );
+  return confirmExisting(subject, () => head(ctx, key, options));
 }
 
-async function singlePut(
-  ctx: Ctx,
-  key: string,
-  name: string,
-  body: PutBody,
-  size: number,
-  metadata: Record<string, string>,
-  options: PutOptions | undefined,
-): Promise<ObjectInfo> {
-  const subject = `${ctx.uri}/${key}`;
+/** One put, sized and named: what the single-request and the multipart paths both need. */
+interface Upload {
+  readonly key: string;
+  /** The full object name below the bucket. */
+  readonly name: string;
+  readonly subject: string;
+  readonly body: PutBody;
+  readonly size: number;
+  readonly metadata: Record<string, string>;
+  readonly options: PutOptions | undefined;
+}
+
+async function singlePut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
+  const { key, name, subject, body, size, metadata, options } = upload;
   // A file is streamed afresh on every attempt; other bodies are held once (at most the threshold).
   const held =
     typeof body === "object" && "path" in body && size > 0 ? undefined : await wholeBody(body, size, subject);
@@ -257,8 +229,7 @@ async function singlePut(
         Key: name,
         Body: held ?? createReadStream((body as { path: string }).path, { start: 0, end: size - 1 }),
         ContentLength: size,
-        Metadata: metadata,
-        ...(options?.contentType === undefined ? {} : { ContentType: options.contentType }),
+        ...objectHeaders(metadata, options),
       }),
       { abortSignal },
     ),
@@ -269,9 +240,9 @@ async function singlePut(
 
 /** `promise`, or a STORE_ABORTED rejection as soon as `signal` fires (the promise is left to settle). */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: string): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortedPut(subject));
+  if (signal.aborted) return Promise.reject(abortError(subject, undefined));
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(abortedPut(subject));
+    const onAbort = () => reject(abortError(subject, undefined));
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(
       (value) => {
@@ -286,20 +257,8 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: stri
   });
 }
 
-function abortedPut(subject: string): ObjectStoreError {
-  return new ObjectStoreError("STORE_ABORTED", `put ${subject}: aborted by the caller.`, { subject });
-}
-
-async function multipartPut(
-  ctx: Ctx,
-  key: string,
-  name: string,
-  body: PutBody,
-  size: number,
-  metadata: Record<string, string>,
-  options: PutOptions | undefined,
-): Promise<ObjectInfo> {
-  const subject = `${ctx.uri}/${key}`;
+async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
+  const { key, name, subject, body, size, metadata, options } = upload;
   const partSize = effectivePartSize(size, options?.partSize);
   const concurrency = Math.max(1, options?.concurrency ?? DEFAULT_CONCURRENCY);
   const created = await retrying(ctx, "start multipart upload of", subject, options, (abortSignal) =>
@@ -307,8 +266,7 @@ async function multipartPut(
       new CreateMultipartUploadCommand({
         Bucket: ctx.bucket,
         Key: name,
-        Metadata: metadata,
-        ...(options?.contentType === undefined ? {} : { ContentType: options.contentType }),
+        ...objectHeaders(metadata, options),
       }),
       { abortSignal },
     ),
@@ -380,7 +338,7 @@ async function multipartPut(
     );
     const failure = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failure !== undefined) {
-      if (options?.signal?.aborted) throw abortedPut(subject);
+      if (options?.signal?.aborted) throw abortError(subject, options.signal);
       throw failure.reason;
     }
     const actual = hash.digest("hex");
@@ -421,78 +379,45 @@ async function put(
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
-  const threshold = options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
-  return size <= threshold
-    ? singlePut(ctx, key, name, body, size, metadata, options)
-    : multipartPut(ctx, key, name, body, size, metadata, options);
-}
-
-function badRange(subject: string, why: string): ObjectStoreError {
-  return new ObjectStoreError("STORE_INVALID_RANGE", `get ${subject}: ${why}.`, { kind: "input", subject });
+  const upload: Upload = { key, name, subject, body, size, metadata, options };
+  return isMultipart(size, options) ? multipartPut(ctx, upload) : singlePut(ctx, upload);
 }
 
 async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const range = options?.range;
-  if (range !== undefined) {
-    const { start, end } = range;
-    if (!Number.isSafeInteger(start) || start < 0)
-      throw badRange(subject, `range start ${start} is not a non-negative integer`);
-    if (end !== undefined && (!Number.isSafeInteger(end) || end < start)) {
-      throw badRange(subject, `range end ${end} must be an integer at or after the start ${start}`);
-    }
-  }
-  // An empty range cannot be asked of S3 (ranges are inclusive); check existence and bounds instead.
-  const empty = range !== undefined && range.end === range.start;
-  if (empty) {
-    const info = await head(ctx, key, options);
-    if (info === undefined)
-      throw toStoreError({ name: "NoSuchKey", $metadata: { httpStatusCode: 404 } }, "get", subject);
-    if (range.start > info.size)
-      throw badRange(subject, `range start ${range.start} is past the end (${info.size} bytes)`);
-    return Readable.from([]);
-  }
-  const header =
-    range === undefined ? undefined : `bytes=${range.start}-${range.end === undefined ? "" : range.end - 1}`;
-  try {
-    const out = await retrying(ctx, "get", subject, options, (abortSignal) =>
-      ctx.client
-        .send(
-          new GetObjectCommand({
-            Bucket: ctx.bucket,
-            Key: name,
-            ...(header === undefined ? {} : { Range: header }),
-          }),
-          {
-            abortSignal,
-          },
-        )
-        .catch((error: unknown) => {
-          if (httpStatusOf(error) === 416) return "unsatisfiable" as const;
-          throw error;
-        }),
-    );
-    if (out === "unsatisfiable") {
-      const info = await head(ctx, key, options);
-      if (info === undefined)
-        throw toStoreError({ name: "NoSuchKey", $metadata: { httpStatusCode: 404 } }, "get", subject);
-      if (range !== undefined && range.start === info.size) return Readable.from([]);
-      throw badRange(subject, `range start ${range?.start} is past the end (${info.size} bytes)`);
-    }
-    if (!(out.Body instanceof Readable)) {
-      throw new ObjectStoreError(
-        "STORE_REQUEST_FAILED",
-        `get ${subject}: the response has no readable body.`,
-        {
-          subject,
-        },
-      );
-    }
-    return out.Body;
-  } catch (error) {
-    throw toStoreError(error, "get", subject);
-  }
+  return remoteGet(
+    subject,
+    options?.range,
+    () => head(ctx, key, options),
+    (first, last) =>
+      retrying(ctx, "get", subject, options, async (abortSignal) => {
+        const out = await ctx.client
+          .send(
+            new GetObjectCommand({
+              Bucket: ctx.bucket,
+              Key: name,
+              ...(first === undefined ? {} : { Range: `bytes=${first}-${last ?? ""}` }),
+            }),
+            { abortSignal },
+          )
+          .catch((error: unknown) => {
+            if (httpStatusOf(error) === 416) return "unsatisfiable" as const;
+            throw error;
+          });
+        if (out === "unsatisfiable") return out;
+        if (!(out.Body instanceof Readable)) {
+          throw new ObjectStoreError(
+            "STORE_REQUEST_FAILED",
+            `get ${subject}: the response has no readable body.`,
+            {
+              subject,
+            },
+          );
+        }
+        return out.Body;
+      }),
+  );
 }
 
 async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined): AsyncGenerator<ObjectInfo> {
@@ -515,7 +440,7 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
     for (const item of page.Contents ?? []) {
       if (item.Key === undefined) continue;
       yield {
-        key: ctx.prefix === "" ? item.Key : item.Key.slice(ctx.prefix.length + 1),
+        key: keyBelow(ctx.prefix, item.Key),
         size: item.Size ?? 0,
         ...(item.ETag === undefined ? {} : { etag: item.ETag }),
         ...(item.LastModified === undefined ? {} : { lastModified: item.LastModified }),
@@ -551,15 +476,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     ...(options.dialect === undefined ? {} : { dialect: options.dialect }),
     env: options.env ?? process.env,
   });
-  if (options.bucket === "" || options.bucket.includes("/")) {
-    throw new ObjectStoreError(
-      "STORE_BAD_URI",
-      `S3 bucket "${options.bucket}" is not a bucket name. Write the URI as s3://bucket/prefix.`,
-      { kind: "input" },
-    );
-  }
-  const prefix = options.prefix.replace(/^\/+|\/+$/g, "");
-  const uri = prefix === "" ? `s3://${options.bucket}` : `s3://${options.bucket}/${prefix}`;
+  const { prefix, uri } = bucketLocation("s3", options.bucket, options.prefix);
   const ctx: Ctx = {
     client: options.client ?? makeS3Client(resolved, options.credentials),
     bucket: options.bucket,
@@ -569,7 +486,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     endpoint: resolved.endpoint,
     region: resolved.region,
     retry: options.retry ?? {},
-    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    timeoutMs: options.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS,
+    toError: toStoreError,
     now: options.now ?? (() => new Date()),
   };
   const identity: DestinationIdentity = {
