@@ -1,0 +1,292 @@
+// Crash injection: run a real command as a child process, SIGKILL it at a random instant drawn
+// from a seeded PRNG, check invariants on what it left behind, resume, repeat.
+//
+//   CKPT_CRASH_SEED=<n>   replay a run (the seed is in the test name and in every failure)
+//   CKPT_CRASH_KILLS=<n>  kills per suite (the archive suites never go below 100)
+import { spawn } from "node:child_process";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { mulberry32, seedFrom } from "./rng.js";
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+/** The built `ckpt` binary (`pnpm turbo run build`). */
+export const CLI_BIN = join(REPO_ROOT, "apps", "cli", "dist", "bin.js");
+
+/** The seed of a crash suite: `$CKPT_CRASH_SEED`, else a fresh random one. */
+export function crashSeed(): number {
+  return seedFrom("CKPT_CRASH_SEED");
+}
+
+/** Kills per suite: `$CKPT_CRASH_KILLS` (default 100), never fewer than `min`. */
+export function crashKills(min = 100, env: NodeJS.ProcessEnv = process.env): number {
+  const given = env.CKPT_CRASH_KILLS;
+  const wanted = given === undefined || given === "" ? 100 : Number(given);
+  if (!Number.isInteger(wanted) || wanted < 1)
+    throw new Error(`CKPT_CRASH_KILLS=${given}: expected a positive integer`);
+  return Math.max(min, wanted);
+}
+
+/** One invocation: `node <args...>` (args[0] is the script, e.g. CLI_BIN). */
+export interface NodeCommand {
+  readonly args: readonly string[];
+  readonly cwd?: string;
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+export interface RunResult {
+  /** Exit code, or null when a signal ended the process. */
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Wall time from spawn to exit. */
+  readonly ms: number;
+  /** True when this harness delivered the SIGKILL (the process was still running). */
+  readonly killed: boolean;
+  /** True when the run overran `timeoutMs` and was killed for it (a hang: always a failure). */
+  readonly timedOut: boolean;
+}
+
+const MAX_CAPTURE = 1 << 20; // keep at most 1 MiB of each stream; a report is a few KiB
+
+/**
+ * Runs `node <args>` and resolves when the process has exited and been reaped. With `killAtMs`
+ * the process gets SIGKILL at that instant after spawn unless it exited earlier. A run still
+ * going after `timeoutMs` is killed and reported as `timedOut`.
+ */
+export function runNode(
+  command: NodeCommand,
+  options: { killAtMs?: number; timeoutMs?: number } = {},
+): Promise<RunResult> {
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(process.execPath, [...command.args], {
+      cwd: command.cwd ?? REPO_ROOT,
+      env: { ...process.env, NODE_NO_WARNINGS: "1", ...command.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      if (stdout.length < MAX_CAPTURE) stdout += d;
+    });
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      if (stderr.length < MAX_CAPTURE) stderr += d;
+    });
+    let killed = false;
+    let timedOut = false;
+    let exited = false;
+    const killTimer =
+      options.killAtMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            if (!exited) killed = child.kill("SIGKILL");
+          }, options.killAtMs);
+    const hangTimer = setTimeout(() => {
+      if (!exited) {
+        timedOut = true;
+        child.kill("SIGKILL");
+      }
+    }, timeoutMs);
+    child.on("error", (error) => {
+      clearTimeout(killTimer);
+      clearTimeout(hangTimer);
+      reject(error);
+    });
+    child.on("exit", () => {
+      exited = true;
+    });
+    // "close" comes after "exit" and after both pipes are drained: the process is reaped.
+    child.on("close", (code, signal) => {
+      clearTimeout(killTimer);
+      clearTimeout(hangTimer);
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      resolve({
+        code,
+        signal,
+        stdout,
+        stderr,
+        ms,
+        killed: killed && signal === "SIGKILL" && !timedOut,
+        timedOut,
+      });
+    });
+  });
+}
+
+/** The CLI: `node apps/cli/dist/bin.js <args>`. */
+export function cli(args: readonly string[], extra: Omit<NodeCommand, "args"> = {}): NodeCommand {
+  return { ...extra, args: [CLI_BIN, ...args] };
+}
+
+export interface KillContext {
+  readonly seed: number;
+  readonly round: number;
+  /** 0-based index of this kill in the suite. */
+  readonly kill: number;
+  /** Where in [0, duration] the kill was aimed, as a fraction (replayable from the seed). */
+  readonly fraction: number;
+  readonly atMs: number;
+  readonly result: RunResult;
+}
+
+export interface CompletionContext {
+  readonly seed: number;
+  readonly round: number;
+  /** Kills this round had taken before this run. */
+  readonly killsInRound: number;
+  /** What the run before this one did: nothing (fresh state), was killed, or completed. */
+  readonly previous: "fresh" | "killed" | "completed";
+  readonly result: RunResult;
+}
+
+export interface CrashSuite {
+  readonly seed: number;
+  /** SIGKILLs to deliver (to a process that was still running). */
+  readonly kills: number;
+  /** Kills between two runs to completion (a round). Default 3. */
+  readonly killsPerRound?: number;
+  /** The command of one run in `round` (the same for the kills and the completion of a round). */
+  readonly command: (round: number) => NodeCommand;
+  /** Fresh state for a round (called before calibration runs too, with round -1, -2, ...). */
+  readonly prepare: (round: number) => Promise<void>;
+  /** Invariants after a SIGKILL; may return a label of the state found (counted in the report). */
+  readonly afterKill: (ctx: KillContext) => Promise<string | undefined>;
+  /** Invariants after a run that was not killed (it must have succeeded). */
+  readonly afterCompletion: (ctx: CompletionContext) => Promise<void>;
+  /** Uninterrupted runs measured before the kills; their median sets the kill window. Default 2. */
+  readonly calibrationRuns?: number;
+  /** Bound of one run. Default 60 s. */
+  readonly runTimeoutMs?: number;
+  /** Bound of the whole suite; running out before `kills` fails. Default 240 s. */
+  readonly budgetMs?: number;
+  readonly log?: (line: string) => void;
+}
+
+export interface CrashReport {
+  readonly seed: number;
+  readonly kills: number;
+  readonly rounds: number;
+  /** Runs that exited before their kill instant (counted as completions, not kills). */
+  readonly exitedBeforeKill: number;
+  readonly completions: number;
+  /** Median uninterrupted run time that set the kill window [0, windowMs]. */
+  readonly windowMs: number;
+  readonly elapsedMs: number;
+  /** How many kills found each state label. */
+  readonly states: Readonly<Record<string, number>>;
+}
+
+/** An invariant violation, with everything needed to replay it. */
+export class CrashInvariantError extends Error {
+  override readonly name = "CrashInvariantError";
+}
+
+function describeRun(result: RunResult): string {
+  const tail = (text: string) => text.trim().split("\n").slice(-15).join("\n");
+  return `exit ${result.code ?? result.signal} after ${result.ms.toFixed(0)} ms\n--- stdout\n${tail(result.stdout)}\n--- stderr\n${tail(result.stderr)}`;
+}
+
+/**
+ * Runs a crash suite: calibrate (median of uninterrupted runs), then rounds of up to
+ * `killsPerRound` SIGKILLs at instants u·window (u uniform in [0, 1) from mulberry32(seed)), each
+ * followed by `afterKill`, and a run to completion that must succeed, followed by
+ * `afterCompletion`. Bounded by `kills * 4` attempts and `budgetMs`.
+ */
+export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
+  const began = Date.now();
+  const budgetMs = suite.budgetMs ?? 240_000;
+  const runTimeoutMs = suite.runTimeoutMs ?? 60_000;
+  const killsPerRound = Math.max(1, suite.killsPerRound ?? 3);
+  const log = suite.log ?? (() => {});
+  const random = mulberry32(suite.seed);
+  const replay = `replay: CKPT_CRASH_SEED=${suite.seed} CKPT_CRASH_KILLS=${suite.kills}`;
+  const fail = (where: string, error: unknown): never => {
+    const message = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    throw new CrashInvariantError(`${where} (${replay}): ${message}`);
+  };
+  const mustSucceed = (where: string, result: RunResult) => {
+    if (result.timedOut) fail(where, `run hung for ${runTimeoutMs} ms\n${describeRun(result)}`);
+    if (result.code !== 0) fail(where, `run failed\n${describeRun(result)}`);
+  };
+
+  // Calibration: the duration of an uninterrupted run from fresh state.
+  const durations: number[] = [];
+  const calibrationRuns = Math.max(1, suite.calibrationRuns ?? 2);
+  for (let i = 1; i <= calibrationRuns; i++) {
+    await suite.prepare(-i);
+    const result = await runNode(suite.command(-i), { timeoutMs: runTimeoutMs });
+    mustSucceed(`calibration run ${i}`, result);
+    await suite
+      .afterCompletion({ seed: suite.seed, round: -i, killsInRound: 0, previous: "fresh", result })
+      .catch((e) => fail(`calibration run ${i}`, e));
+    durations.push(result.ms);
+  }
+  durations.sort((a, b) => a - b);
+  const windowMs = durations[Math.floor((durations.length - 1) / 2)]!;
+  log(
+    `crash suite seed ${suite.seed}: kill window [0, ${windowMs.toFixed(0)}] ms from ${durations.length} runs`,
+  );
+
+  const states: Record<string, number> = {};
+  let kills = 0;
+  let rounds = 0;
+  let exitedBeforeKill = 0;
+  let completions = 0;
+  let attempts = 0;
+  const maxAttempts = suite.kills * 4 + 10;
+  while (kills < suite.kills) {
+    const round = rounds++;
+    await suite.prepare(round);
+    const command = suite.command(round);
+    let killsInRound = 0;
+    let previous: CompletionContext["previous"] = "fresh";
+    for (let k = 0; k < killsPerRound && kills < suite.kills; k++) {
+      if (++attempts > maxAttempts) fail("suite", `gave up after ${attempts} attempts with ${kills} kills`);
+      if (Date.now() - began > budgetMs)
+        fail("suite", `time budget ${budgetMs} ms spent with ${kills} kills`);
+      const fraction = random();
+      const atMs = fraction * windowMs;
+      const result = await runNode(command, { killAtMs: atMs, timeoutMs: runTimeoutMs });
+      const where = `round ${round} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)} of ${windowMs.toFixed(0)} ms)`;
+      if (result.killed) {
+        const label = await suite
+          .afterKill({ seed: suite.seed, round, kill: kills, fraction, atMs, result })
+          .catch((e) => fail(where, e));
+        states[label ?? "unlabelled"] = (states[label ?? "unlabelled"] ?? 0) + 1;
+        kills++;
+        killsInRound++;
+        previous = "killed";
+        continue;
+      }
+      // It finished before the kill instant: that is a completion of the round.
+      mustSucceed(where, result);
+      await suite
+        .afterCompletion({ seed: suite.seed, round, killsInRound, previous, result })
+        .catch((e) => fail(where, e));
+      exitedBeforeKill++;
+      previous = "completed";
+      break;
+    }
+    const result = await runNode(command, { timeoutMs: runTimeoutMs });
+    const where = `round ${round} completion after ${killsInRound} kills`;
+    mustSucceed(where, result);
+    await suite
+      .afterCompletion({ seed: suite.seed, round, killsInRound, previous, result })
+      .catch((e) => fail(where, e));
+    completions++;
+  }
+  const report: CrashReport = {
+    seed: suite.seed,
+    kills,
+    rounds,
+    exitedBeforeKill,
+    completions,
+    windowMs,
+    elapsedMs: Date.now() - began,
+    states,
+  };
+  log(`crash suite done: ${JSON.stringify(report)}`);
+  return report;
+}
