@@ -1,0 +1,43 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code @ckpt/retention raises (documented in docs/retention.md). */
+export type RetentionErrorCode =
+  | "RETENTION_BAD_ARGUMENT"
+  | "RETENTION_POLICY_RESULT"
+  | "RETENTION_EVIDENCE_INCOMPLETE"
+  | "RETENTION_NOT_A_CHECKPOINT_ROOT"
+  | "RETENTION_SCAN_FAILED"
+  | "RETENTION_TARGET_OUTSIDE_ROOT"
+  | "RETENTION_ABORTED";
+
+/**
+ * The one error class of @ckpt/retention: a stable `code`, a `kind` saying whether other input or a
+ * retry can help, and the path it is about in `subject`. Messages never carry a secret.
+ */
+export class RetentionError extends Error {
+  override readonly name = "RetentionError";
+  readonly code: RetentionErrorCode;
+  readonly kind: ErrorKind;
+  readonly subject: string | undefined;
+
+  constructor(
+    code: RetentionErrorCode,
+    message: string,
+    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "input";
+    this.subject = options.subject;
+  }
+}
+
+/** The error an aborted executor throws. */
+export function abortedError(subject: string, signal: AbortSignal): RetentionError {
+  return new RetentionError("RETENTION_ABORTED", `${subject}: aborted by the caller before it finished.`, {
+    kind: "transient",
+    subject,
+    cause: signal.reason,
+  });
+}
