@@ -125,6 +125,8 @@ export interface KillContext {
   readonly round: number;
   /** 0-based index of this kill in the suite. */
   readonly kill: number;
+  /** 1-based index of the attempt (the n-th number drawn from the seed). */
+  readonly attempt: number;
   /** Where in [0, duration] the kill was aimed, as a fraction (replayable from the seed). */
   readonly fraction: number;
   readonly atMs: number;
@@ -252,7 +254,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       const where = `round ${round} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)} of ${windowMs.toFixed(0)} ms)`;
       if (result.killed) {
         const label = await suite
-          .afterKill({ seed: suite.seed, round, kill: kills, fraction, atMs, result })
+          .afterKill({ seed: suite.seed, round, kill: kills, attempt: attempts, fraction, atMs, result })
           .catch((e) => fail(where, e));
         states[label ?? "unlabelled"] = (states[label ?? "unlabelled"] ?? 0) + 1;
         kills++;

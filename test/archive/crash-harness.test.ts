@@ -1,0 +1,106 @@
+// The crash harness itself: kills land inside the command's run, a torn write is caught (the
+// harness can fail), a replayed seed aims at the same instants, and a hang is reported.
+import { readFile, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, describe, expect, it } from "vitest";
+import { CrashInvariantError, type NodeCommand, runCrashSuite, runNode } from "../helpers/crash.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+});
+
+/** Writes `marker` = 8 chunks of 4 KiB, 15 ms apart; atomically (temp + rename) or in place. */
+const WRITER = `
+const fs = require("node:fs");
+const [dir, mode] = process.argv.slice(1);
+const target = dir + "/marker";
+const out = mode === "atomic" ? target + ".tmp" : target;
+const fd = fs.openSync(out, "w");
+let i = 0;
+const step = () => {
+  if (i++ < 8) { fs.writeSync(fd, Buffer.alloc(4096, 97)); setTimeout(step, 15); return; }
+  fs.fsyncSync(fd); fs.closeSync(fd);
+  if (mode === "atomic") fs.renameSync(out, target);
+};
+step();
+`;
+
+async function markerState(dir: string): Promise<string> {
+  const size = await stat(join(dir, "marker")).then(
+    (s) => s.size,
+    () => undefined,
+  );
+  if (size === undefined) return "absent";
+  if (size !== 8 * 4096) throw new Error(`torn marker: ${size} bytes`);
+  const bytes = await readFile(join(dir, "marker"));
+  if (!bytes.every((b) => b === 97)) throw new Error("marker holds foreign bytes");
+  return "complete";
+}
+
+async function suite(mode: "atomic" | "torn", seed: number, kills: number) {
+  const { dir, cleanup } = await makeTempDir("ckpt-crash-self-");
+  cleanups.push(cleanup);
+  const command: NodeCommand = { args: ["-e", WRITER, dir, mode] };
+  const fractions = new Map<number, number>();
+  const report = await runCrashSuite({
+    seed,
+    kills,
+    killsPerRound: 2,
+    calibrationRuns: 1,
+    budgetMs: 60_000,
+    command: () => command,
+    prepare: async () => {
+      await rm(join(dir, "marker"), { force: true });
+      await rm(join(dir, "marker.tmp"), { force: true });
+    },
+    afterKill: async ({ attempt, fraction }) => {
+      fractions.set(attempt, fraction);
+      return markerState(dir);
+    },
+    afterCompletion: async () => {
+      expect(await markerState(dir)).toBe("complete");
+    },
+  });
+  return { report, fractions };
+}
+
+describe("crash harness", () => {
+  it("proves an atomic writer: every kill leaves no marker or a complete one", async () => {
+    const { report } = await suite("atomic", 1234, 20);
+    expect(report.kills).toBe(20);
+    expect(report.completions).toBeGreaterThanOrEqual(10);
+    expect(Object.keys(report.states).every((s) => s === "absent" || s === "complete")).toBe(true);
+  });
+
+  it("catches a torn writer and names the seed to replay it", async () => {
+    const error = await suite("torn", 99, 20).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(CrashInvariantError);
+    expect(String((error as Error).message)).toMatch(/torn marker/);
+    expect(String((error as Error).message)).toContain("CKPT_CRASH_SEED=99");
+  });
+
+  it("aims a replayed seed at the same fractions of the run", async () => {
+    const a = await suite("atomic", 777, 6);
+    const b = await suite("atomic", 777, 6);
+    const c = await suite("atomic", 778, 6);
+    // The n-th attempt of a seed aims at the same fraction (attempts whose process had already
+    // exited are not kills, so compare the attempts both runs killed).
+    const common = [...a.fractions.keys()].filter((n) => b.fractions.has(n) && c.fractions.has(n));
+    expect(common.length).toBeGreaterThanOrEqual(3);
+    for (const n of common) {
+      expect(a.fractions.get(n)).toBe(b.fractions.get(n));
+      expect(a.fractions.get(n)).not.toBe(c.fractions.get(n));
+    }
+  });
+
+  it("reports a run that overruns its bound as a hang, not a kill", async () => {
+    const result = await runNode({ args: ["-e", "setInterval(() => {}, 1000)"] }, { timeoutMs: 300 });
+    expect(result.timedOut).toBe(true);
+    expect(result.killed).toBe(false);
+  });
+});
