@@ -1,0 +1,64 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code this package raises; documented in docs/archive.md ("Publish"). */
+export const ARCHIVE_PUBLISHER_ERROR_CODES = [
+  "COMMIT_NOT_ITER_DIR",
+  "COMMIT_ITERATION_MISMATCH",
+  "COMMIT_BAD_COMPONENTS",
+  "COMMIT_COMPONENT_MISSING",
+  "COMMIT_COMPONENT_CONFLICT",
+  "PUBLISH_ALREADY_COMMITTED",
+  "PUBLISH_NOT_ITER_DIR",
+  "PUBLISH_NOT_COMMITTED",
+  "PUBLISH_MANIFEST_INVALID",
+  "PUBLISH_LEGACY_CONFLICT",
+  "PUBLISH_PAYLOAD_MISMATCH",
+  "PUBLISH_LOCAL_READ_FAILED",
+  "PUBLISH_DECLARATION_CONFLICT",
+  "PUBLISH_REMOTE_CONFLICT",
+  "PUBLISH_CONDITIONAL_UNENFORCED",
+  "PUBLISH_UPLOAD_VERIFY_FAILED",
+  "PUBLISH_REMOTE_VERIFY_FAILED",
+  "PUBLISH_STORE_FAILED",
+  "PUBLISH_LOCAL_WRITE_FAILED",
+  "PUBLISH_DELETE_REFUSED",
+  "PUBLISH_ABORTED",
+  "FULL_UPLOAD_NOT_ITER_DIR",
+  "FULL_UPLOAD_FAILED",
+] as const;
+export type ArchivePublisherErrorCode = (typeof ARCHIVE_PUBLISHER_ERROR_CODES)[number];
+
+/**
+ * The one error class of @ckpt/archive-publisher. `code` is stable, `kind` says whether a retry
+ * can help, `subject` names the file or key concerned (never a secret).
+ */
+export class ArchivePublisherError extends Error {
+  override readonly name = "ArchivePublisherError";
+  readonly code: ArchivePublisherErrorCode;
+  readonly kind: ErrorKind;
+  readonly subject: string | undefined;
+
+  constructor(
+    code: ArchivePublisherErrorCode,
+    message: string,
+    options: { kind: ErrorKind; subject?: string; cause?: unknown },
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind;
+    this.subject = options.subject;
+  }
+}
+
+/** The kind of an error from a sibling package (which all carry one), else `failed`. */
+export function kindOf(error: unknown): ErrorKind {
+  const kind = (error as { kind?: unknown } | undefined)?.kind;
+  return kind === "input" || kind === "refused" || kind === "failed" || kind === "transient"
+    ? kind
+    : "failed";
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

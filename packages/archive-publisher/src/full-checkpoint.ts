@@ -1,0 +1,212 @@
+import { lstat, readdir } from "node:fs/promises";
+import { basename, join, resolve } from "node:path";
+import {
+  compareCodePoints,
+  type Destination,
+  hashFile,
+  parseIterDir,
+  type SizedFileEntry,
+  UPLOADED_MARKER_FILE,
+  UPLOADED_MARKER_RECORD,
+  type UploadedMarker,
+  writeRecordFile,
+} from "@ckpt/manifest";
+import type { ObjectStore } from "@ckpt/object-store";
+import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
+import { drain, withEvents } from "./internal/channel.js";
+
+export interface UploadFullCheckpointOptions {
+  /** Which files (relative paths) to hash; their receipt entries then carry a digest. Default: none. */
+  hash?: (path: string) => boolean;
+  signal?: AbortSignal;
+}
+
+export interface FullCheckpointReport {
+  destination: Destination;
+  uri: string;
+  iteration: number;
+  /** Every file of the receipt: size, and sha256 where hashed. */
+  files: SizedFileEntry[];
+  uploaded: string[];
+  /** Present remotely with the same size (and digest, when hashed): not uploaded again. */
+  skipped: string[];
+  uploaded_bytes: number;
+}
+
+export type FullCheckpointEvent =
+  | { type: "upload"; path: string; sent: number; size: number }
+  | { type: "uploaded"; path: string; size: number }
+  | { type: "skipped"; path: string; size: number }
+  | { type: "receipt"; path: string };
+
+/**
+ * Receipt bookkeeping is never uploaded: `.uploaded`, the `.uploaded.tmp` an interrupted writer
+ * leaves, and the atomic-write temporaries of `.uploaded` (`..uploaded.tmp-<pid>-<hex>`).
+ */
+function isReceiptBookkeeping(relative: string): boolean {
+  return (
+    relative === UPLOADED_MARKER_FILE ||
+    relative === `${UPLOADED_MARKER_FILE}.tmp` ||
+    /^\.\.uploaded\.tmp-\d+-[0-9a-f]{12}$/.test(relative)
+  );
+}
+
+function failure(path: string, error: unknown, what: string): ArchivePublisherError {
+  if (error instanceof ArchivePublisherError) return error;
+  const kind = kindOf(error);
+  return new ArchivePublisherError("FULL_UPLOAD_FAILED", `${what} ${path}: ${messageOf(error)}`, {
+    kind: kind === "transient" ? "transient" : "failed",
+    subject: path,
+    cause: error,
+  });
+}
+
+async function listFiles(root: string): Promise<Array<{ path: string; size: number }>> {
+  const out: Array<{ path: string; size: number }> = [];
+  const visit = async (relative: string) => {
+    const absolute = relative === "" ? root : join(root, relative);
+    let names: string[];
+    try {
+      names = await readdir(absolute);
+    } catch (error) {
+      throw failure(absolute, error, "list");
+    }
+    for (const name of names) {
+      const child = relative === "" ? name : `${relative}/${name}`;
+      if (relative === "" && isReceiptBookkeeping(name)) continue;
+      const info = await lstat(join(root, child)).catch((error: unknown) => {
+        throw failure(join(root, child), error, "inspect");
+      });
+      if (info.isDirectory()) await visit(child);
+      else if (info.isFile()) out.push({ path: child, size: info.size });
+      else {
+        throw new ArchivePublisherError(
+          "FULL_UPLOAD_FAILED",
+          `upload ${join(root, child)}: it is not a regular file (a symbolic link?); a checkpoint holds only files. Replace it with the file itself.`,
+          { kind: "refused", subject: join(root, child) },
+        );
+      }
+    }
+  };
+  await visit("");
+  return out.sort((a, b) => compareCodePoints(a.path, b.path));
+}
+
+async function runUpload(
+  iterDir: string,
+  store: ObjectStore,
+  options: UploadFullCheckpointOptions,
+  emit: (event: FullCheckpointEvent) => void,
+): Promise<FullCheckpointReport> {
+  const root = resolve(iterDir);
+  const iteration = parseIterDir(basename(root));
+  if (iteration === undefined) {
+    throw new ArchivePublisherError(
+      "FULL_UPLOAD_NOT_ITER_DIR",
+      `upload ${root}: the directory is not named iter_<digits>. Pass a checkpoints/iter_* directory.`,
+      { kind: "input", subject: root },
+    );
+  }
+  const signal = options.signal;
+  const call = signal ? { signal } : {};
+  const files: SizedFileEntry[] = [];
+  const uploaded: string[] = [];
+  const skipped: string[] = [];
+  let uploadedBytes = 0;
+  for (const file of await listFiles(root)) {
+    const absolute = join(root, file.path);
+    let sha256: string | undefined;
+    if (options.hash?.(file.path)) {
+      const digest = await hashFile(absolute, call).catch((error: unknown) => {
+        throw failure(absolute, error, "hash");
+      });
+      if (digest.size !== file.size)
+        throw failure(absolute, new Error("the file changed while it was listed"), "hash");
+      sha256 = digest.sha256;
+    }
+    try {
+      const remote = await store.head(file.path, call);
+      const same =
+        remote !== undefined &&
+        remote.size === file.size &&
+        (sha256 === undefined || remote.sha256 === sha256);
+      if (same) {
+        skipped.push(file.path);
+        emit({ type: "skipped", path: file.path, size: file.size });
+      } else {
+        await store.put(
+          file.path,
+          { path: absolute },
+          {
+            ...(sha256 === undefined ? {} : { sha256 }),
+            ...call,
+            onProgress: (sent) => emit({ type: "upload", path: file.path, sent, size: file.size }),
+          },
+        );
+        uploaded.push(file.path);
+        uploadedBytes += file.size;
+        emit({ type: "uploaded", path: file.path, size: file.size });
+      }
+    } catch (error) {
+      throw failure(`${store.uri}/${file.path}`, error, "upload");
+    }
+    files.push({ path: file.path, size: file.size, ...(sha256 === undefined ? {} : { sha256 }) });
+  }
+  if (files.length === 0) {
+    throw new ArchivePublisherError(
+      "FULL_UPLOAD_FAILED",
+      `upload ${root}: the directory holds no files to upload. Save the checkpoint first.`,
+      { kind: "refused", subject: root },
+    );
+  }
+  const receipt = join(root, UPLOADED_MARKER_FILE);
+  try {
+    const marker: UploadedMarker = {
+      schema: "posttrain.archive-marker.v1",
+      kind: "full_checkpoint",
+      iteration,
+      destination: { ...store.identity },
+      files,
+    };
+    await writeRecordFile(receipt, UPLOADED_MARKER_RECORD, marker);
+  } catch (error) {
+    throw failure(receipt, error, "write");
+  }
+  emit({ type: "receipt", path: receipt });
+  return {
+    destination: { ...store.identity },
+    uri: store.uri,
+    iteration,
+    files,
+    uploaded,
+    skipped,
+    uploaded_bytes: uploadedBytes,
+  };
+}
+
+/**
+ * Uploads every file of a full checkpoint directory (`checkpoints/iter_*`) to `store`, rooted at
+ * its destination prefix, idempotently: a remote object of the same size (and digest, when the
+ * file is hashed) is not uploaded again. Then writes the destination-bound `.uploaded` receipt
+ * (kind full_checkpoint). Receipt files are never uploaded. Failures are thrown; the caller
+ * decides whether an upload is best-effort.
+ */
+export function uploadFullCheckpointIter(
+  iterDir: string,
+  store: ObjectStore,
+  options: UploadFullCheckpointOptions = {},
+): AsyncGenerator<FullCheckpointEvent, FullCheckpointReport> {
+  return withEvents<FullCheckpointEvent, FullCheckpointReport>((emit) =>
+    runUpload(iterDir, store, options, emit),
+  );
+}
+
+/** {@link uploadFullCheckpointIter} without the events. */
+export function uploadFullCheckpoint(
+  iterDir: string,
+  store: ObjectStore,
+  options: UploadFullCheckpointOptions = {},
+  onEvent?: (event: FullCheckpointEvent) => void,
+): Promise<FullCheckpointReport> {
+  return drain(uploadFullCheckpointIter(iterDir, store, options), onEvent);
+}

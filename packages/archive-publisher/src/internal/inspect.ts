@@ -1,0 +1,262 @@
+import { basename, join, resolve } from "node:path";
+import {
+  ARCHIVE_DECLARATION_SCHEMA,
+  ARTIFACT_MANIFEST_FILE,
+  type ArtifactManifest,
+  compareCodePoints,
+  type FileEntry,
+  LEGACY_ARTIFACT_MANIFEST_FILE,
+  MERGE_COMPLETE_FILE,
+  type MergeComplete,
+  type PhysicalComponent,
+  UPLOADED_MARKER_FILE,
+  type UploadedMarkerRead,
+  parseArtifactManifest,
+  parseIterDir,
+  readBoundedFile,
+  readMergeComplete,
+  readUploadedMarker,
+  serializeArchiveDeclaration,
+  serializeArtifactManifest,
+  sha256Hex,
+} from "@ckpt/manifest";
+import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
+import { convertLegacyMergeManifest, isLegacyMergeManifest, parseLegacyMergeManifest } from "../legacy.js";
+import { type LocalArtifact, selectArchiveFiles } from "../plan.js";
+import { entryKind, type HashEvent, hashLocal } from "./local.js";
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.from(a).equals(Buffer.from(b));
+}
+
+async function readOptional(path: string): Promise<Uint8Array | undefined> {
+  if ((await entryKind(path)) === "absent") return undefined;
+  try {
+    return await readBoundedFile(path);
+  } catch (error) {
+    throw new ArchivePublisherError("PUBLISH_LOCAL_READ_FAILED", `read ${path}: ${messageOf(error)}`, {
+      kind: kindOf(error) === "input" ? "input" : "failed",
+      subject: path,
+      cause: error,
+    });
+  }
+}
+
+function mismatch(dir: string, path: string, problem: string): ArchivePublisherError {
+  return new ArchivePublisherError(
+    "PUBLISH_PAYLOAD_MISMATCH",
+    `publish ${dir}: ${path} ${problem}, contradicting its record. The artifact changed after it was committed; ` +
+      "restore the payload, or save the step into a new iteration directory. (If the payloads were released " +
+      "after an earlier publish, check the archive with `ckpt artifact verify` instead.)",
+    { kind: "refused", subject: join(dir, path) },
+  );
+}
+
+interface ManifestRead {
+  manifest: ArtifactManifest;
+  originalBytes: Uint8Array;
+  legacyOriginal?: Uint8Array;
+}
+
+async function readManifest(dir: string): Promise<ManifestRead> {
+  const path = join(dir, ARTIFACT_MANIFEST_FILE);
+  const bytes = await readOptional(path);
+  if (bytes === undefined) {
+    throw new ArchivePublisherError(
+      "PUBLISH_NOT_COMMITTED",
+      `publish ${dir}: it has no ${ARTIFACT_MANIFEST_FILE}, so it is not a committed artifact. ` +
+        "Commit it first (`ckpt artifact commit`), once every payload is written.",
+      { kind: "refused", subject: path },
+    );
+  }
+  if (isLegacyMergeManifest(bytes)) {
+    const legacy = parseLegacyMergeManifest(bytes, path);
+    const preserved = await readOptional(join(dir, LEGACY_ARTIFACT_MANIFEST_FILE));
+    if (preserved !== undefined && !sameBytes(preserved, bytes)) {
+      throw new ArchivePublisherError(
+        "PUBLISH_LEGACY_CONFLICT",
+        `publish ${dir}: ${ARTIFACT_MANIFEST_FILE} is a legacy merge manifest, but ${LEGACY_ARTIFACT_MANIFEST_FILE} ` +
+          "already holds other bytes; converting would lose one of them. Inspect both and keep the right one.",
+        { kind: "refused", subject: join(dir, LEGACY_ARTIFACT_MANIFEST_FILE) },
+      );
+    }
+    return { manifest: convertLegacyMergeManifest(legacy), originalBytes: bytes, legacyOriginal: bytes };
+  }
+  try {
+    return { manifest: parseArtifactManifest(bytes, path), originalBytes: bytes };
+  } catch (error) {
+    throw new ArchivePublisherError("PUBLISH_MANIFEST_INVALID", `publish ${dir}: ${messageOf(error)}`, {
+      kind: "input",
+      subject: path,
+      cause: error,
+    });
+  }
+}
+
+async function readMerge(dir: string): Promise<MergeComplete | undefined> {
+  const path = join(dir, MERGE_COMPLETE_FILE);
+  if ((await entryKind(path)) === "absent") return undefined;
+  try {
+    return await readMergeComplete(path);
+  } catch (error) {
+    throw new ArchivePublisherError("PUBLISH_MANIFEST_INVALID", `publish ${dir}: ${messageOf(error)}`, {
+      kind: kindOf(error) === "input" ? "input" : "failed",
+      subject: path,
+      cause: error,
+    });
+  }
+}
+
+/** The local receipt, or undefined when absent or unreadable (a publish then writes a fresh one). */
+async function readReceipt(dir: string): Promise<UploadedMarkerRead | undefined> {
+  const path = join(dir, UPLOADED_MARKER_FILE);
+  if ((await entryKind(path)) !== "file") return undefined;
+  try {
+    return await readUploadedMarker(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Reads and hashes everything a publish selects, checks every payload against its manifest
+ * (size, digest where recorded, a directory's exact file list), fills in missing digests and
+ * builds the declaration. Touches nothing.
+ */
+export async function inspectLocalArtifact(
+  artifactDir: string,
+  emit: (event: HashEvent) => void,
+  signal: AbortSignal | undefined,
+): Promise<LocalArtifact> {
+  const dir = resolve(artifactDir);
+  const iteration = parseIterDir(basename(dir));
+  if (iteration === undefined) {
+    throw new ArchivePublisherError(
+      "PUBLISH_NOT_ITER_DIR",
+      `publish ${dir}: the directory is not named iter_<digits>. Pass a checkpoint_artifacts/iter_* directory.`,
+      { kind: "input", subject: dir },
+    );
+  }
+  const read = await readManifest(dir);
+  if (read.manifest.iteration !== iteration) {
+    throw new ArchivePublisherError(
+      "PUBLISH_MANIFEST_INVALID",
+      `publish ${dir}: ${ARTIFACT_MANIFEST_FILE} records iteration ${read.manifest.iteration}, but the directory is ${basename(dir)}. ` +
+        "The manifest belongs to another step; do not publish it from here.",
+      { kind: "input", subject: join(dir, ARTIFACT_MANIFEST_FILE) },
+    );
+  }
+  const mergeComplete = await readMerge(dir);
+  const legacyManifest =
+    read.legacyOriginal !== undefined ||
+    (await entryKind(join(dir, LEGACY_ARTIFACT_MANIFEST_FILE))) === "file";
+  const selected = selectArchiveFiles(read.manifest, {
+    legacyManifest,
+    ...(mergeComplete === undefined ? {} : { mergeComplete }),
+  });
+
+  // Hash: file components and records as files, directory components as whole trees (so a shard
+  // on disk that the manifest does not list is seen).
+  const dirComponents = read.manifest.physical_components.filter((c) => c.kind === "dir");
+  const loose = selected.filter(
+    (f) =>
+      f.role !== "manifest" &&
+      !(f.role === "legacy-manifest" && read.legacyOriginal !== undefined) &&
+      !dirComponents.some((c) => f.path.startsWith(`${c.path}/`)),
+  );
+  for (const file of loose) {
+    const kind = await entryKind(join(dir, file.path));
+    if (kind !== "file")
+      throw mismatch(dir, file.path, kind === "absent" ? "is missing" : "is not a regular file");
+  }
+  for (const c of dirComponents) {
+    const kind = await entryKind(join(dir, c.path));
+    if (kind !== "dir")
+      throw mismatch(dir, `${c.path}/`, kind === "absent" ? "is missing" : "is not a directory");
+  }
+  const digests = await hashLocal(
+    { files: loose.map((f) => join(dir, f.path)), dirs: dirComponents.map((c) => join(dir, c.path)) },
+    emit,
+    signal,
+  );
+  const actual = new Map<string, { size: number; sha256: string }>();
+  for (const f of loose) actual.set(f.path, digests.files.get(join(dir, f.path))!);
+  for (const c of dirComponents) {
+    const tree = digests.dirs.get(join(dir, c.path))!;
+    const listed = new Set(c.files.map((f) => f.path));
+    const extra = tree.files.find((f) => !listed.has(f.path));
+    if (extra !== undefined)
+      throw mismatch(dir, `${c.path}/${extra.path}`, "exists but is not listed in the manifest");
+    for (const f of tree.files) actual.set(`${c.path}/${f.path}`, { size: f.size, sha256: f.sha256 });
+  }
+
+  const files: FileEntry[] = [];
+  let digestsAdded = false;
+  for (const f of selected) {
+    if (f.role === "manifest") continue;
+    if (f.role === "legacy-manifest" && read.legacyOriginal !== undefined) {
+      files.push({
+        path: f.path,
+        size: read.legacyOriginal.byteLength,
+        sha256: sha256Hex(read.legacyOriginal),
+      });
+      continue;
+    }
+    const got = actual.get(f.path);
+    if (got === undefined) throw mismatch(dir, f.path, "is missing");
+    if (f.size !== undefined && got.size !== f.size) {
+      throw mismatch(dir, f.path, `is ${got.size} bytes but recorded as ${f.size}`);
+    }
+    if (f.sha256 !== undefined && got.sha256 !== f.sha256) {
+      throw mismatch(dir, f.path, `has sha256 ${got.sha256} but is recorded as ${f.sha256}`);
+    }
+    if (f.role === "payload" && f.sha256 === undefined) digestsAdded = true;
+    files.push({ path: f.path, size: got.size, sha256: got.sha256 });
+  }
+
+  const manifest = withDigests(read.manifest, actual);
+  const manifestRewrite = digestsAdded || read.legacyOriginal !== undefined;
+  const manifestBytes = manifestRewrite ? serializeArtifactManifest(manifest) : read.originalBytes;
+  files.push({
+    path: ARTIFACT_MANIFEST_FILE,
+    size: manifestBytes.byteLength,
+    sha256: sha256Hex(manifestBytes),
+  });
+  files.sort((a, b) => compareCodePoints(a.path, b.path));
+  const declarationBytes = serializeArchiveDeclaration({
+    schema: ARCHIVE_DECLARATION_SCHEMA,
+    manifest_sha256: sha256Hex(manifestBytes),
+    manifest_size: manifestBytes.byteLength,
+    files,
+  });
+  const receipt = await readReceipt(dir);
+  return {
+    dir,
+    iteration,
+    manifest,
+    manifestBytes,
+    manifestRewrite,
+    ...(read.legacyOriginal === undefined ? {} : { legacyOriginal: read.legacyOriginal }),
+    files,
+    declarationBytes,
+    ...(receipt === undefined ? {} : { receipt }),
+  };
+}
+
+function withDigests(
+  manifest: ArtifactManifest,
+  actual: ReadonlyMap<string, { size: number; sha256: string }>,
+): ArtifactManifest {
+  return {
+    ...manifest,
+    physical_components: manifest.physical_components.map(
+      (c): PhysicalComponent =>
+        c.kind === "file"
+          ? { ...c, sha256: actual.get(c.path)!.sha256 }
+          : {
+              ...c,
+              files: c.files.map((f) => ({ ...f, sha256: actual.get(`${c.path}/${f.path}`)!.sha256 })),
+            },
+    ),
+  };
+}

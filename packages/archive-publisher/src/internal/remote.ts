@@ -1,0 +1,137 @@
+import { randomBytes } from "node:crypto";
+import { MAX_RECORD_BYTES, sha256Hex } from "@ckpt/manifest";
+import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
+import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
+
+/** Wraps one store request so its failure names the key and stays an ArchivePublisherError. */
+export async function storeCall<T>(
+  store: ObjectStore,
+  what: string,
+  key: string,
+  call: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await call();
+  } catch (error) {
+    if (error instanceof ArchivePublisherError) throw error;
+    const kind = kindOf(error);
+    throw new ArchivePublisherError(
+      "PUBLISH_STORE_FAILED",
+      `${what} ${store.uri}/${key}: ${messageOf(error)}` +
+        (kind === "transient" ? " Retry the publish; it resumes where it stopped." : ""),
+      { kind: kind === "refused" ? "failed" : kind, subject: key, cause: error },
+    );
+  }
+}
+
+/**
+ * The whole object, or undefined when it does not exist. Only records are read this way, so a
+ * body above the record cap is refused instead of buffered.
+ */
+export async function readObject(
+  store: ObjectStore,
+  key: string,
+  signal?: AbortSignal,
+): Promise<Uint8Array | undefined> {
+  return storeCall(store, "read", key, async () => {
+    let stream: Awaited<ReturnType<ObjectStore["get"]>>;
+    try {
+      stream = await store.get(key, signal ? { signal } : {});
+    } catch (error) {
+      if (error instanceof ObjectStoreError && error.code === "STORE_NOT_FOUND") return undefined;
+      throw error;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of stream) {
+      size += (chunk as Buffer).byteLength;
+      if (size > MAX_RECORD_BYTES) {
+        stream.destroy();
+        throw new ArchivePublisherError(
+          "PUBLISH_REMOTE_CONFLICT",
+          `read ${store.uri}/${key}: the object is larger than any ckpt record (${MAX_RECORD_BYTES} bytes); ` +
+            "something else lives at this destination. Publish to another destination.",
+          { kind: "refused", subject: key },
+        );
+      }
+      chunks.push(Buffer.from(chunk as Uint8Array));
+    }
+    return new Uint8Array(Buffer.concat(chunks));
+  });
+}
+
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(
+    Buffer.from(b.buffer, b.byteOffset, b.byteLength),
+  );
+}
+
+/** Prefix of the probe objects; a leftover one (a crash mid-probe) is recognisable and harmless. */
+export const CONDITIONAL_PROBE_PREFIX = ".posttrain-archive.probe-";
+
+function unenforced(store: ObjectStore, detail: string): ArchivePublisherError {
+  return new ArchivePublisherError(
+    "PUBLISH_CONDITIONAL_UNENFORCED",
+    `publish to ${store.uri}: ${detail}. The store does not enforce conditional creates, so the archive ` +
+      "declaration could not protect the destination; publish fails closed. Use an endpoint that honours " +
+      "If-None-Match (see `ckpt store qualify`).",
+    { kind: "refused", subject: store.uri },
+  );
+}
+
+/**
+ * Checks that the store enforces conditional creates before the first one a publish relies on:
+ * creates a unique probe object, creates it again with other bytes (which must answer `exists`
+ * and leave the first bytes), then removes it. A store that overwrote fails closed.
+ */
+export async function probeConditionalCreate(store: ObjectStore, signal?: AbortSignal): Promise<void> {
+  const key = `${CONDITIONAL_PROBE_PREFIX}${randomBytes(8).toString("hex")}`;
+  const first = new TextEncoder().encode(`probe ${key} 1\n`);
+  const second = new TextEncoder().encode(`probe ${key} 2\n`);
+  const options = signal ? { signal } : {};
+  try {
+    const a = await storeCall(store, "probe", key, () => store.createIfAbsent(key, first, options));
+    if (a.status !== "created")
+      throw unenforced(store, `a fresh probe object ${key} was reported as existing`);
+    const b = await storeCall(store, "probe", key, () => store.createIfAbsent(key, second, options));
+    if (b.status !== "exists")
+      throw unenforced(store, `a second conditional create of ${key} reported "created"`);
+    const back = await readObject(store, key, signal);
+    if (back === undefined || !sameBytes(back, first)) {
+      throw unenforced(store, `the probe object ${key} did not keep its first bytes`);
+    }
+  } finally {
+    // Best effort: a leftover probe object names itself and is never part of an inventory.
+    await store.delete(key, options).catch(() => {});
+  }
+}
+
+/**
+ * A conditional create whose outcome is proven by reading the object back: `created` or
+ * `existing` when the object now holds exactly `bytes`, `different` when another object was
+ * already there. "Created" with other bytes read back means the condition was not enforced.
+ */
+export async function createAndConfirm(
+  store: ObjectStore,
+  key: string,
+  bytes: Uint8Array,
+  signal?: AbortSignal,
+): Promise<"created" | "existing" | "different"> {
+  const result = await storeCall(store, "create", key, () =>
+    store.createIfAbsent(key, bytes, { sha256: sha256Hex(bytes), ...(signal ? { signal } : {}) }),
+  );
+  const back = await readObject(store, key, signal);
+  if (back === undefined) {
+    throw new ArchivePublisherError(
+      "PUBLISH_STORE_FAILED",
+      `create ${store.uri}/${key}: the store answered "${result.status}" but the object cannot be read back. ` +
+        "Retry the publish; it resumes where it stopped.",
+      { kind: "transient", subject: key },
+    );
+  }
+  if (sameBytes(back, bytes)) return result.status === "created" ? "created" : "existing";
+  if (result.status === "created") {
+    throw unenforced(store, `${key} was reported "created" but reads back other bytes`);
+  }
+  return "different";
+}

@@ -1,0 +1,382 @@
+import { rmdir, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { describeRemoteCheck, verifyRemoteFiles } from "@ckpt/archive-reader";
+import {
+  ARCHIVE_DECLARATION_FILE,
+  ARTIFACT_MANIFEST_FILE,
+  type Destination,
+  type FileEntry,
+  LEGACY_ARTIFACT_MANIFEST_FILE,
+  UPLOADED_MARKER_FILE,
+  UPLOADED_MARKER_RECORD,
+  type UploadedMarker,
+  artifactPayloadFiles,
+  writeFileAtomic,
+  writeRecordFile,
+} from "@ckpt/manifest";
+import type { ObjectStore } from "@ckpt/object-store";
+import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
+import { drain, withEvents } from "./internal/channel.js";
+import { inspectLocalArtifact } from "./internal/inspect.js";
+import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
+import { createAndConfirm, probeConditionalCreate, readObject, storeCall } from "./internal/remote.js";
+import { type LocalArtifact, type PublishPlan, planPublish, type RemoteState } from "./plan.js";
+
+export interface PublishOptions {
+  /** After the archive is verified, release the manifest's payload components locally. */
+  deleteLocal?: boolean;
+  signal?: AbortSignal;
+}
+
+export type PublishStatus = "published" | "adopted" | "skipped";
+
+/** The outcome of a publish; holds no secret. */
+export interface PublishReport {
+  status: PublishStatus;
+  /** The destination identity the receipt binds (the store's). */
+  destination: Destination;
+  /** The store URI of the destination. */
+  uri: string;
+  iteration: number;
+  /** Every archived file with size and digest, as declared. */
+  inventory: FileEntry[];
+  /** Payloads uploaded by this call. */
+  uploaded: string[];
+  /** Local payload files released by `deleteLocal`, relative to the artifact directory. */
+  removed: string[];
+  freed_bytes: number;
+  /** The local manifest was rewritten (digests added or a legacy merge manifest converted). */
+  manifest_rewritten: boolean;
+}
+
+export type PublishEvent =
+  | HashEvent
+  | { type: "plan"; action: PublishPlan["action"]; upload: number; uploadBytes: number; present: number }
+  | { type: "declaration"; status: "created" | "existing" }
+  | { type: "upload"; path: string; sent: number; size: number; doneBytes: number; totalBytes: number }
+  | { type: "uploaded"; path: string; size: number }
+  | { type: "committed"; key: string }
+  | { type: "verified"; objects: number }
+  | { type: "receipt"; path: string }
+  | { type: "removed"; path: string; size: number };
+
+function aborted(signal: AbortSignal | undefined, subject: string): void {
+  if (signal?.aborted) {
+    throw new ArchivePublisherError("PUBLISH_ABORTED", `publish ${subject}: aborted.`, {
+      kind: "failed",
+      subject,
+    });
+  }
+}
+
+function conflictRemedy(store: ObjectStore): string {
+  return `The archive at ${store.uri} is kept as it is; publish to another destination (another upload prefix or bucket).`;
+}
+
+async function readRemoteState(
+  store: ObjectStore,
+  local: LocalArtifact,
+  signal: AbortSignal | undefined,
+): Promise<RemoteState> {
+  const declaration = await readObject(store, ARCHIVE_DECLARATION_FILE, signal);
+  const manifest = await readObject(store, ARTIFACT_MANIFEST_FILE, signal);
+  if (manifest !== undefined) {
+    return { ...(declaration ? { declaration } : {}), manifest };
+  }
+  const objects = new Map<string, { size: number; sha256?: string }>();
+  for (const file of local.files) {
+    if (file.path === ARTIFACT_MANIFEST_FILE) continue;
+    const info = await storeCall(store, "head", file.path, () =>
+      store.head(file.path, signal ? { signal } : {}),
+    );
+    if (info !== undefined) {
+      objects.set(file.path, {
+        size: info.size,
+        ...(info.sha256 === undefined ? {} : { sha256: info.sha256 }),
+      });
+    }
+  }
+  return { ...(declaration ? { declaration } : {}), objects };
+}
+
+/** Writes the converted or digest-completed manifest locally, keeping a legacy original beside it. */
+async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
+  const target = join(local.dir, ARTIFACT_MANIFEST_FILE);
+  try {
+    if (
+      local.legacyOriginal !== undefined &&
+      (await entryKind(join(local.dir, LEGACY_ARTIFACT_MANIFEST_FILE))) === "absent"
+    ) {
+      await writeFileAtomic(join(local.dir, LEGACY_ARTIFACT_MANIFEST_FILE), local.legacyOriginal);
+    }
+    await writeFileAtomic(target, local.manifestBytes);
+  } catch (error) {
+    throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `rewrite ${target}: ${messageOf(error)}`, {
+      kind: "failed",
+      subject: target,
+      cause: error,
+    });
+  }
+}
+
+async function verifyRemote(
+  store: ObjectStore,
+  files: readonly FileEntry[],
+  signal: AbortSignal | undefined,
+  code: "PUBLISH_REMOTE_VERIFY_FAILED" | "PUBLISH_DELETE_REFUSED",
+  context: string,
+): Promise<void> {
+  const check = await storeCall(store, "verify", ARTIFACT_MANIFEST_FILE, () =>
+    verifyRemoteFiles(store, files, signal ? { signal } : {}),
+  );
+  if (check.ok) return;
+  const problems = check.objects.filter((o) => o.status !== "ok");
+  const listed = problems
+    .slice(0, 5)
+    .map((o) => describeRemoteCheck(o))
+    .join("; ");
+  throw new ArchivePublisherError(
+    code,
+    `${context}: remote verification of ${store.uri} failed for ${problems.length} object(s): ${listed}` +
+      `${problems.length > 5 ? "; …" : ""}. ` +
+      (code === "PUBLISH_DELETE_REFUSED"
+        ? "Nothing was deleted locally."
+        : "No receipt was written; the local artifact is kept. Retry, or publish to another destination if the archive is damaged."),
+    { kind: "failed", subject: problems[0]!.path },
+  );
+}
+
+async function uploadPayloads(
+  store: ObjectStore,
+  local: LocalArtifact,
+  upload: readonly FileEntry[],
+  emit: (event: PublishEvent) => void,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const totalBytes = upload.reduce((sum, f) => sum + f.size, 0);
+  let doneBefore = 0;
+  for (const file of upload) {
+    aborted(signal, local.dir);
+    const source =
+      file.path === LEGACY_ARTIFACT_MANIFEST_FILE && local.legacyOriginal !== undefined
+        ? local.legacyOriginal
+        : { path: join(local.dir, file.path) };
+    await storeCall(store, "upload", file.path, () =>
+      store.put(file.path, source, {
+        sha256: file.sha256,
+        ...(signal ? { signal } : {}),
+        onProgress: (sent) =>
+          emit({
+            type: "upload",
+            path: file.path,
+            sent,
+            size: file.size,
+            doneBytes: doneBefore + sent,
+            totalBytes,
+          }),
+      }),
+    );
+    const info = await storeCall(store, "head", file.path, () =>
+      store.head(file.path, signal ? { signal } : {}),
+    );
+    if (info === undefined || info.size !== file.size || info.sha256 !== file.sha256) {
+      const seen = info === undefined ? "no object" : `${info.size} bytes, sha256 ${info.sha256 ?? "(none)"}`;
+      throw new ArchivePublisherError(
+        "PUBLISH_UPLOAD_VERIFY_FAILED",
+        `upload ${store.uri}/${file.path}: after the upload the store reports ${seen}, expected ${file.size} bytes, ` +
+          `sha256 ${file.sha256}. No receipt was written; retry the publish, and qualify the endpoint if it persists.`,
+        { kind: "failed", subject: file.path },
+      );
+    }
+    doneBefore += file.size;
+    emit({ type: "uploaded", path: file.path, size: file.size });
+  }
+}
+
+/** Removes now-empty directories from `start` up to (not including) `root`. */
+async function removeEmptyDirs(root: string, start: string): Promise<void> {
+  let current = start;
+  while (current !== root && current.startsWith(`${root}/`)) {
+    try {
+      await rmdir(current);
+    } catch {
+      return;
+    }
+    current = dirname(current);
+  }
+}
+
+async function releasePayloads(
+  store: ObjectStore,
+  local: LocalArtifact,
+  emit: (event: PublishEvent) => void,
+  signal: AbortSignal | undefined,
+): Promise<{ removed: string[]; freed: number }> {
+  const payloads = artifactPayloadFiles(local.manifest).map(
+    (f) => local.files.find((e) => e.path === f.path)!,
+  );
+  const rehashed = await hashLocal(
+    { files: payloads.map((f) => join(local.dir, f.path)), dirs: [] },
+    emit,
+    signal,
+  );
+  for (const file of payloads) {
+    const now = rehashed.files.get(join(local.dir, file.path))!;
+    if (now.size !== file.size || now.sha256 !== file.sha256) {
+      throw new ArchivePublisherError(
+        "PUBLISH_DELETE_REFUSED",
+        `release ${join(local.dir, file.path)}: its bytes changed since they were archived (sha256 ${now.sha256}, archived ${file.sha256}). ` +
+          "Nothing was deleted locally; find out what rewrote the artifact.",
+        { kind: "refused", subject: join(local.dir, file.path) },
+      );
+    }
+  }
+  await verifyRemote(store, payloads, signal, "PUBLISH_DELETE_REFUSED", `release ${local.dir}`);
+  const removed: string[] = [];
+  let freed = 0;
+  for (const file of payloads) {
+    const path = join(local.dir, file.path);
+    try {
+      await unlink(path);
+    } catch (error) {
+      throw new ArchivePublisherError(
+        "PUBLISH_LOCAL_WRITE_FAILED",
+        `release ${path}: ${messageOf(error)}. Files released so far: ${removed.length}; the archive is intact.`,
+        { kind: "failed", subject: path, cause: error },
+      );
+    }
+    await removeEmptyDirs(local.dir, dirname(path));
+    removed.push(file.path);
+    freed += file.size;
+    emit({ type: "removed", path: file.path, size: file.size });
+  }
+  return { removed, freed };
+}
+
+async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<string> {
+  const path = join(local.dir, UPLOADED_MARKER_FILE);
+  try {
+    const marker: UploadedMarker = {
+      schema: "posttrain.archive-marker.v1",
+      kind: "artifact",
+      iteration: local.iteration,
+      destination: { ...store.identity },
+      files: local.files,
+    };
+    await writeRecordFile(path, UPLOADED_MARKER_RECORD, marker);
+  } catch (error) {
+    throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `write ${path}: ${messageOf(error)}`, {
+      kind: kindOf(error) === "input" ? "failed" : kindOf(error),
+      subject: path,
+      cause: error,
+    });
+  }
+  return path;
+}
+
+async function runPublish(
+  artifactDir: string,
+  store: ObjectStore,
+  options: PublishOptions,
+  emit: (event: PublishEvent) => void,
+): Promise<PublishReport> {
+  const { signal } = options;
+  const local = await inspectLocalArtifact(artifactDir, emit, signal);
+  aborted(signal, local.dir);
+  const remote = await readRemoteState(store, local, signal);
+  const plan = planPublish(local, remote, store.identity);
+  emit({
+    type: "plan",
+    action: plan.action,
+    upload: plan.action === "publish" ? plan.upload.length : 0,
+    uploadBytes: plan.action === "publish" ? plan.upload.reduce((s, f) => s + f.size, 0) : 0,
+    present: plan.action === "publish" ? plan.present.length : 0,
+  });
+  if (plan.action === "refuse") {
+    throw new ArchivePublisherError(
+      plan.code,
+      `publish ${local.dir}: ${plan.reason}. ${conflictRemedy(store)}`,
+      {
+        kind: "refused",
+        subject: plan.code === "PUBLISH_REMOTE_CONFLICT" ? ARTIFACT_MANIFEST_FILE : ARCHIVE_DECLARATION_FILE,
+      },
+    );
+  }
+  if (local.manifestRewrite) await rewriteLocalManifest(local);
+
+  let uploaded: string[] = [];
+  if (plan.action === "publish") {
+    // Every conditional create below is trusted only once the store has shown it enforces them.
+    await probeConditionalCreate(store, signal);
+    if (plan.createDeclaration) {
+      const outcome = await createAndConfirm(store, ARCHIVE_DECLARATION_FILE, local.declarationBytes, signal);
+      if (outcome === "different") {
+        throw new ArchivePublisherError(
+          "PUBLISH_DECLARATION_CONFLICT",
+          `publish ${local.dir}: another publish declared a different inventory at the same moment. ${conflictRemedy(store)}`,
+          { kind: "refused", subject: ARCHIVE_DECLARATION_FILE },
+        );
+      }
+      emit({ type: "declaration", status: outcome === "created" ? "created" : "existing" });
+    } else {
+      emit({ type: "declaration", status: "existing" });
+    }
+    await uploadPayloads(store, local, plan.upload, emit, signal);
+    uploaded = plan.upload.map((f) => f.path);
+    aborted(signal, local.dir);
+    const committed = await createAndConfirm(store, ARTIFACT_MANIFEST_FILE, local.manifestBytes, signal);
+    if (committed === "different") {
+      throw new ArchivePublisherError(
+        "PUBLISH_REMOTE_CONFLICT",
+        `publish ${local.dir}: another publish committed a different ${ARTIFACT_MANIFEST_FILE} meanwhile. ${conflictRemedy(store)}`,
+        { kind: "refused", subject: ARTIFACT_MANIFEST_FILE },
+      );
+    }
+    emit({ type: "committed", key: ARTIFACT_MANIFEST_FILE });
+  }
+
+  await verifyRemote(store, local.files, signal, "PUBLISH_REMOTE_VERIFY_FAILED", `publish ${local.dir}`);
+  emit({ type: "verified", objects: local.files.length });
+  if (plan.action !== "skip") emit({ type: "receipt", path: await writeReceipt(local, store) });
+
+  const released = options.deleteLocal
+    ? await releasePayloads(store, local, emit, signal)
+    : { removed: [], freed: 0 };
+  return {
+    status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",
+    destination: { ...store.identity },
+    uri: store.uri,
+    iteration: local.iteration,
+    inventory: local.files,
+    uploaded,
+    removed: released.removed,
+    freed_bytes: released.freed,
+    manifest_rewritten: local.manifestRewrite,
+  };
+}
+
+/**
+ * Publishes a committed artifact directory to `store`, which is rooted at the artifact's
+ * destination prefix (keys are the artifact's relative paths). Order: declaration (conditional
+ * create, proven by read-back) → payloads (each uploaded with its sha256 and verified by HEAD;
+ * those already present and verified are skipped) → native manifest last (conditional create) →
+ * remote inventory verification → local `.uploaded` receipt. A committed identical archive is
+ * adopted or skipped; a conflicting one is never overwritten.
+ */
+export function publishArtifactIter(
+  artifactDir: string,
+  store: ObjectStore,
+  options: PublishOptions = {},
+): AsyncGenerator<PublishEvent, PublishReport> {
+  return withEvents<PublishEvent, PublishReport>((emit) => runPublish(artifactDir, store, options, emit));
+}
+
+/** {@link publishArtifactIter} without the events. */
+export function publishArtifact(
+  artifactDir: string,
+  store: ObjectStore,
+  options: PublishOptions = {},
+  onEvent?: (event: PublishEvent) => void,
+): Promise<PublishReport> {
+  return drain(publishArtifactIter(artifactDir, store, options), onEvent);
+}
