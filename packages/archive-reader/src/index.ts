@@ -17,3 +17,30 @@ export {
   readReceipt,
   verifyReceipt,
 } from "./verify/receipt.js";
+export {
+  type FetchedFile,
+  type FetchEvent,
+  type FetchOptions,
+  type FetchReport,
+  fetchArtifact,
+  fetchArtifactIter,
+} from "./fetch/fetch.js";
+export {
+  type FetchPlan,
+  type FetchTarget,
+  type LocalEntry,
+  type LocalStageState,
+  type PlannedDownload,
+  PART_SUFFIX,
+  filesToHash,
+  planFetch,
+  sameSource,
+  stagedDirName,
+} from "./fetch/plan.js";
+export {
+  type RemoteArtifact,
+  type RemoteRecords,
+  type StagedFile,
+  readRemoteRecords,
+  resolveRemoteArtifact,
+} from "./fetch/remote.js";
