@@ -2,7 +2,7 @@ import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { readStagedRecord } from "@ckpt/manifest";
 import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, expect, it } from "vitest";
 import { type FetchEvent, fetchArtifact, fetchArtifactIter } from "../src/index.js";
 import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
 import { describeEachBackend } from "./helpers/backends.js";

@@ -1,0 +1,174 @@
+import { readFile, stat } from "node:fs/promises";
+import { join } from "node:path";
+import { readStagedRecord } from "@ckpt/manifest";
+import { createMemoryStore, type MemoryStore } from "@ckpt/object-store";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fetchArtifact } from "../src/index.js";
+import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
+
+const PREFIX = "proj/g/run/20260901120000/checkpoint_artifacts/iter_000000300";
+let root = "";
+let cleanup = async () => {};
+beforeEach(async () => {
+  ({ dir: root, cleanup } = await makeTempDir("ckpt-fetch-faults-"));
+});
+afterEach(() => cleanup());
+const staged = (...p: string[]) => join(root, "iter_000000300", ...p);
+const gets = (store: MemoryStore) => store.calls.filter((c) => c.op === "get").map((c) => c.key);
+
+describe("fetch under faults (memory store)", () => {
+  it("refuses a truncated body for that file and does not mark the staging complete", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
+    store.inject({ type: "truncateGet", key: "model.pt", bytes: 1000 });
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({
+      code: "READER_DOWNLOAD_MISMATCH",
+      subject: "model.pt",
+    });
+    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+    await expect(stat(staged("model.pt"))).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(stat(staged(".posttrain-checkpoint-artifact.json"))).rejects.toMatchObject({
+      code: "ENOENT",
+    });
+  });
+
+  it("after a failure mid-fetch, a rerun downloads only the rest", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2), trainer: bytes(300, 5) }));
+    store.inject({ type: "fail", op: "get", key: "trainer.pt" });
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "STORE_REQUEST_FAILED" });
+    expect((await stat(staged("model.pt"))).size).toBe(4000);
+    store.clearFaults();
+    store.clearCalls();
+    const report = await fetchArtifact(store, root);
+    expect(gets(store).sort()).toEqual([
+      ".posttrain-archive.json",
+      ".posttrain-checkpoint-artifact.json",
+      "trainer.pt",
+    ]);
+    expect(report.files.map((f) => [f.path, f.action])).toEqual([
+      ["model.pt", "kept"],
+      ["trainer.pt", "downloaded"],
+      [".posttrain-checkpoint-artifact.json", "downloaded"],
+    ]);
+    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(true);
+  });
+
+  it("re-downloads a staged file whose bytes changed since, keeping the others", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const artifact = makeArtifact({ model: bytes(4000, 2), trainer: bytes(300, 5) });
+    await putArchive(store, artifact);
+    await fetchArtifact(store, root);
+    const damaged = new Uint8Array(artifact.files.get("model.pt")!);
+    damaged[10] = (damaged[10]! + 1) % 256;
+    const { writeFile } = await import("node:fs/promises");
+    await writeFile(staged("model.pt"), damaged);
+    store.clearCalls();
+    const report = await fetchArtifact(store, root);
+    expect(report.upToDate).toBe(false);
+    expect(gets(store)).toContain("model.pt");
+    expect(gets(store)).not.toContain("trainer.pt");
+    expect(new Uint8Array(await readFile(staged("model.pt")))).toEqual(artifact.files.get("model.pt"));
+  });
+
+  it("refuses bytes whose digest differs from the declaration and removes the .part", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const artifact = makeArtifact({ model: bytes(4000, 2) });
+    await putArchive(store, artifact);
+    await store.put("model.pt", bytes(4000, 3));
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({
+      code: "READER_DOWNLOAD_MISMATCH",
+      subject: "model.pt",
+    });
+    await expect(stat(staged("model.pt.part"))).rejects.toMatchObject({ code: "ENOENT" });
+    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+  });
+
+  it("refuses an object longer than its declared size while streaming", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
+    await store.put("model.pt", bytes(4100, 2));
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_DOWNLOAD_MISMATCH" });
+    await expect(stat(staged("model.pt.part"))).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("stops when aborted, before any request", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const controller = new AbortController();
+    controller.abort();
+    await expect(fetchArtifact(store, root, { signal: controller.signal })).rejects.toMatchObject({
+      code: "READER_ABORTED",
+    });
+    expect(store.calls).toEqual([]);
+  });
+});
+
+describe("fetch: what the archive must prove", () => {
+  it("refuses an archive without its native manifest (unfinished)", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact(), { omit: [".posttrain-checkpoint-artifact.json"] });
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_REMOTE_INCOMPLETE" });
+  });
+
+  it("refuses a declaration bound to other manifest bytes", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const artifact = makeArtifact();
+    await putArchive(store, artifact);
+    await store.put(".posttrain-archive.json", makeArtifact({ model: bytes(10) }).declarationBytes);
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_DECLARATION_MISMATCH" });
+  });
+
+  it("refuses malformed records with the object named", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await store.put(".posttrain-checkpoint-artifact.json", text('{"schema": 1}'));
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({
+      code: "READER_REMOTE_RECORD_INVALID",
+      subject: ".posttrain-checkpoint-artifact.json",
+    });
+  });
+
+  it("refuses a prefix naming another iteration than the manifest", async () => {
+    const store = createMemoryStore({ prefix: "run/checkpoint_artifacts/iter_000000400" });
+    await putArchive(store, makeArtifact());
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_REMOTE_RECORD_INVALID" });
+  });
+
+  it("reads a legacy file artifact whose manifest carries digests", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact(), { withoutDeclaration: true, withoutDigestMetadata: true });
+    const report = await fetchArtifact(store, root);
+    expect(report).toMatchObject({ declarationSha256: null });
+    expect((await readStagedRecord(staged(".staged.json"))).source.declaration_sha256).toBeNull();
+  });
+
+  it("reads a legacy file artifact whose object metadata carries the digests", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const artifact = makeArtifact({ manifestWithoutDigests: true });
+    await putArchive(store, artifact, { withoutDeclaration: true });
+    const report = await fetchArtifact(store, root);
+    expect(report.files[0]).toMatchObject({ path: "model.pt", sha256: sha(artifact.files.get("model.pt")!) });
+  });
+
+  it("refuses a legacy artifact with no digest anywhere as unverifiable", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ manifestWithoutDigests: true }), {
+      withoutDeclaration: true,
+      withoutDigestMetadata: true,
+    });
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({
+      code: "READER_UNVERIFIABLE",
+      subject: "model.pt",
+    });
+  });
+
+  it("refuses a legacy DCP artifact without a declaration before downloading anything", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ dcpModel: new Map([[".metadata", bytes(10)]]) }), {
+      withoutDeclaration: true,
+    });
+    store.clearCalls();
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_LEGACY_DCP_UNPROVABLE" });
+    expect(gets(store).sort()).toEqual([".posttrain-archive.json", ".posttrain-checkpoint-artifact.json"]);
+  });
+});
