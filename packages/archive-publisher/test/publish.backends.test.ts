@@ -1,0 +1,203 @@
+import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  ARCHIVE_DECLARATION_FILE,
+  ARTIFACT_MANIFEST_FILE,
+  LEGACY_ARTIFACT_MANIFEST_FILE,
+  MERGE_COMPLETE_FILE,
+  parseArchiveDeclaration,
+  parseArtifactManifest,
+  readUploadedMarker,
+  serializeArtifactManifest,
+  serializeMergeComplete,
+  sha256Hex,
+  UPLOADED_MARKER_FILE,
+} from "@ckpt/manifest";
+import type { ObjectStore } from "@ckpt/object-store";
+import { expect, it } from "vitest";
+import { commitArtifact, publishArtifact } from "../src/index.js";
+import { describeEachBackend, payload, tempDir, writeTree } from "./helpers.js";
+
+async function remoteBytes(store: ObjectStore, key: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await store.get(key)) chunks.push(Buffer.from(chunk as Uint8Array));
+  return Buffer.concat(chunks);
+}
+
+async function modelArtifact(
+  seed = "model",
+  extra: Record<string, string | Uint8Array> = {},
+): Promise<string> {
+  const dir = join(await tempDir(), "run", "checkpoint_artifacts", "iter_000000300");
+  await writeTree(dir, { "model.pt": payload(seed), ...extra });
+  await commitArtifact(dir, { format: "consolidated", components: ["model"] });
+  return dir;
+}
+
+let labels = 0;
+const label = () => `iter_${String(++labels).padStart(9, "0")}`;
+
+describeEachBackend("publishArtifact", (backend) => {
+  it("publishes declaration, payloads and manifest, then writes the receipt; a stale optim.pt stays out", async () => {
+    const dir = await modelArtifact("model", { "optim.pt": payload("stale optimizer") });
+    const store = await backend().open(label());
+    const report = await publishArtifact(dir, store);
+    expect(report.status).toBe("published");
+    expect(report.inventory.map((f) => f.path)).toEqual([ARTIFACT_MANIFEST_FILE, "model.pt"]);
+    expect(report.uploaded).toEqual(["model.pt"]);
+    expect(report.destination).toEqual(store.identity);
+    expect(await store.head("optim.pt")).toBeUndefined();
+    const declaration = parseArchiveDeclaration(await remoteBytes(store, ARCHIVE_DECLARATION_FILE));
+    const manifestBytes = await readFile(join(dir, ARTIFACT_MANIFEST_FILE));
+    expect(declaration.manifest_sha256).toBe(sha256Hex(manifestBytes));
+    expect(declaration.files).toEqual(report.inventory);
+    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST_FILE), manifestBytes)).toBe(0);
+    expect((await store.head("model.pt"))?.sha256).toBe(sha256Hex(payload("model")));
+    const receipt = await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE));
+    expect(receipt.legacy).toBe(false);
+    if (!receipt.legacy) {
+      expect(receipt.marker.kind).toBe("artifact");
+      expect(receipt.marker.destination).toEqual(store.identity);
+      expect(receipt.marker.files).toEqual(report.inventory);
+    }
+  });
+
+  it("skips when the receipt matches and adopts a committed identical archive without one", async () => {
+    const dir = await modelArtifact();
+    const store = await backend().open(label());
+    await publishArtifact(dir, store);
+    const skipped = await publishArtifact(dir, store);
+    expect(skipped).toMatchObject({ status: "skipped", uploaded: [] });
+    await rm(join(dir, UPLOADED_MARKER_FILE));
+    const adopted = await publishArtifact(dir, store);
+    expect(adopted).toMatchObject({ status: "adopted", uploaded: [] });
+    expect((await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE))).legacy).toBe(false);
+  });
+
+  it("refuses different contents for a committed destination and leaves it intact", async () => {
+    const store = await backend().open(label());
+    await publishArtifact(await modelArtifact("first"), store);
+    const other = await modelArtifact("second");
+    await expect(publishArtifact(other, store)).rejects.toMatchObject({
+      code: "PUBLISH_REMOTE_CONFLICT",
+      kind: "refused",
+    });
+    expect((await store.head("model.pt"))?.sha256).toBe(sha256Hex(payload("first")));
+    await expect(stat(join(other, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("adds missing digests to the local manifest and declares the bytes it uploads", async () => {
+    const dir = join(await tempDir(), "iter_000000007");
+    const model = payload("undigested");
+    await writeTree(dir, {
+      "model.pt": model,
+      [ARTIFACT_MANIFEST_FILE]: serializeArtifactManifest({
+        schema: "posttrain.checkpoint-artifact.v1",
+        iteration: 7,
+        format: "consolidated",
+        logical_components: ["model"],
+        physical_components: [{ name: "model", kind: "file", path: "model.pt", size: model.byteLength }],
+      }),
+    });
+    const store = await backend().open(label());
+    const report = await publishArtifact(dir, store);
+    expect(report.manifest_rewritten).toBe(true);
+    const local = await readFile(join(dir, ARTIFACT_MANIFEST_FILE));
+    const component = parseArtifactManifest(local).physical_components[0]!;
+    expect(component.kind === "file" && component.sha256).toBe(sha256Hex(model));
+    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST_FILE), local)).toBe(0);
+    const declaration = parseArchiveDeclaration(await remoteBytes(store, ARCHIVE_DECLARATION_FILE));
+    expect(declaration.manifest_sha256).toBe(sha256Hex(local));
+  });
+
+  it("converts a legacy merge manifest and archives its original bytes beside it", async () => {
+    const dir = join(await tempDir(), "iter_000000300");
+    const model = payload("merged");
+    const legacy = `${JSON.stringify({ tool: "merge_model_pt", version: 1, iteration: 300, files: { "model.pt": { size: model.byteLength, sha256: sha256Hex(model) } } })}\n`;
+    await writeTree(dir, { "model.pt": model, [ARTIFACT_MANIFEST_FILE]: legacy });
+    const store = await backend().open(label());
+    const report = await publishArtifact(dir, store);
+    expect(report.inventory.map((f) => f.path)).toEqual([
+      ARTIFACT_MANIFEST_FILE,
+      LEGACY_ARTIFACT_MANIFEST_FILE,
+      "model.pt",
+    ]);
+    expect(await readFile(join(dir, LEGACY_ARTIFACT_MANIFEST_FILE), "utf8")).toBe(legacy);
+    expect((await remoteBytes(store, LEGACY_ARTIFACT_MANIFEST_FILE)).toString("utf8")).toBe(legacy);
+    const converted = parseArtifactManifest(await readFile(join(dir, ARTIFACT_MANIFEST_FILE)));
+    expect(converted).toMatchObject({ iteration: 300, format: "consolidated", producer: "merge_model_pt/1" });
+    // A second run finds the converted manifest and the preserved original: nothing to do.
+    expect((await publishArtifact(dir, store)).status).toBe("skipped");
+  });
+
+  it("archives the merge completion and the diagnostic it records inside the artifact", async () => {
+    const dir = join(await tempDir(), "iter_000000300");
+    const model = payload("merged");
+    const diag = '{"deltas": []}\n';
+    await writeTree(dir, { "model.pt": model, "merge-diagnostics.json": diag, "notes.txt": "not archived" });
+    const committed = await commitArtifact(dir, { format: "consolidated", components: ["model"] });
+    const manifestBytes = await readFile(committed.manifestPath);
+    await writeFile(
+      join(dir, MERGE_COMPLETE_FILE),
+      serializeMergeComplete({
+        schema: "posttrain.merge-complete.v1",
+        tool_version: "ckpt-merge/1",
+        request: {
+          mode: "avg",
+          experts: [{ source: "/experts/a/model.pt", size: 1, sha256: sha256Hex("a") }],
+          base: null,
+          lam: null,
+          iteration: 300,
+        },
+        files: [
+          { path: ARTIFACT_MANIFEST_FILE, size: manifestBytes.byteLength, sha256: sha256Hex(manifestBytes) },
+          { path: "model.pt", size: model.byteLength, sha256: sha256Hex(model) },
+        ],
+        diagnostics: {
+          location: "artifact",
+          path: "merge-diagnostics.json",
+          size: diag.length,
+          sha256: sha256Hex(diag),
+        },
+      }),
+    );
+    const store = await backend().open(label());
+    const report = await publishArtifact(dir, store);
+    expect(report.inventory.map((f) => f.path)).toEqual([
+      MERGE_COMPLETE_FILE,
+      ARTIFACT_MANIFEST_FILE,
+      "merge-diagnostics.json",
+      "model.pt",
+    ]);
+    expect(await store.head("notes.txt")).toBeUndefined();
+  });
+
+  it("releases exactly the payloads with deleteLocal and keeps manifest and receipt", async () => {
+    const dir = join(await tempDir(), "iter_000000100");
+    await writeTree(dir, {
+      "model/.metadata": "meta",
+      "model/__0_0.distcp": payload("s0"),
+      "trainer.pt": payload("trainer", 100),
+      "unrelated.log": "kept",
+    });
+    await commitArtifact(dir, { format: "dcp", components: ["model", "training_state"] });
+    const store = await backend().open(label());
+    const report = await publishArtifact(dir, store, { deleteLocal: true });
+    expect(report.removed).toEqual(["model/.metadata", "model/__0_0.distcp", "trainer.pt"]);
+    expect(report.freed_bytes).toBe(4 + 4096 + 100);
+    expect((await readdir(dir)).sort()).toEqual([
+      ARTIFACT_MANIFEST_FILE,
+      UPLOADED_MARKER_FILE,
+      "unrelated.log",
+    ]);
+    expect((await store.head("model/__0_0.distcp"))?.size).toBe(4096);
+  });
+
+  it("refuses a payload that contradicts its manifest before touching the store", async () => {
+    const dir = await modelArtifact();
+    await writeFile(join(dir, "model.pt"), payload("tampered"));
+    const store = await backend().open(label());
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_PAYLOAD_MISMATCH" });
+    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+  });
+});

@@ -1,0 +1,137 @@
+import { rm, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  ARCHIVE_DECLARATION_FILE,
+  ARTIFACT_MANIFEST_FILE,
+  sha256Hex,
+  UPLOADED_MARKER_FILE,
+} from "@ckpt/manifest";
+import { createMemoryStore } from "@ckpt/object-store";
+import { describe, expect, it } from "vitest";
+import { commitArtifact, publishArtifact, publishArtifactIter } from "../src/index.js";
+import { payload, tempDir, writeTree } from "./helpers.js";
+
+async function artifact(seed = "model"): Promise<string> {
+  const dir = join(await tempDir(), "iter_000000300");
+  await writeTree(dir, { "model.pt": payload(seed), "trainer.pt": payload(`${seed}-trainer`, 64) });
+  await commitArtifact(dir, { format: "consolidated", components: ["model", "training_state"] });
+  return dir;
+}
+
+const noReceipt = async (dir: string) =>
+  expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+
+describe("publish under store faults (memory store)", () => {
+  it("fails closed when the store ignores conditional creates, before any payload", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore({ faults: [{ type: "ignoreConditional" }] });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_CONDITIONAL_UNENFORCED",
+      kind: "refused",
+    });
+    expect(store.calls.filter((c) => c.op === "put")).toEqual([]);
+    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+    await noReceipt(dir);
+  });
+
+  it("refuses when HEAD reports another digest after the upload, and writes no receipt", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore({
+      faults: [{ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) }],
+    });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_UPLOAD_VERIFY_FAILED" });
+    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    await noReceipt(dir);
+  });
+
+  it("fails the final remote verification when metadata lies then, and writes no receipt", async () => {
+    const dir = await artifact();
+    // HEADs of model.pt: 1 remote state, 2 after upload, 3 the final inventory check.
+    const store = createMemoryStore({ faults: [{ type: "lieOnHead", key: "model.pt", nth: 3, size: 1 }] });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_REMOTE_VERIFY_FAILED" });
+    await noReceipt(dir);
+  });
+
+  it("resumes after a failure following the declaration without re-uploading verified payloads", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore({ faults: [{ type: "fail", op: "put", key: "trainer.pt", nth: 1 }] });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_STORE_FAILED" });
+    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeDefined();
+    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    await noReceipt(dir);
+    store.clearCalls();
+    const report = await publishArtifact(dir, store);
+    expect(report.status).toBe("published");
+    expect(report.uploaded).toEqual(["trainer.pt"]);
+    expect(store.calls.filter((c) => c.op === "put").map((c) => c.key)).toEqual(["trainer.pt"]);
+    expect(store.calls.some((c) => c.op === "createIfAbsent" && c.key === ARCHIVE_DECLARATION_FILE)).toBe(
+      false,
+    );
+  });
+
+  it("refuses different contents for a declared destination before writing any payload", async () => {
+    const store = createMemoryStore({ faults: [{ type: "fail", op: "put", key: "trainer.pt" }] });
+    await expect(publishArtifact(await artifact("first"), store)).rejects.toMatchObject({
+      code: "PUBLISH_STORE_FAILED",
+    });
+    const firstModel = await store.head("model.pt");
+    store.clearFaults();
+    store.clearCalls();
+    const other = await artifact("second");
+    await expect(publishArtifact(other, store)).rejects.toMatchObject({
+      code: "PUBLISH_DECLARATION_CONFLICT",
+      kind: "refused",
+      message: expect.stringContaining("another destination"),
+    });
+    expect(
+      store.calls.filter((c) => c.op === "put" || c.op === "createIfAbsent" || c.op === "delete"),
+    ).toEqual([]);
+    expect((await store.head("model.pt"))?.sha256).toBe(firstModel?.sha256);
+    await noReceipt(other);
+  });
+
+  it("still verifies the remote when skipping, and refuses when an object went missing", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore();
+    await publishArtifact(dir, store);
+    await store.delete("trainer.pt");
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_REMOTE_VERIFY_FAILED" });
+  });
+
+  it("refuses deleteLocal when a local payload changed after publishing, deleting nothing", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore();
+    await publishArtifact(dir, store);
+    await rm(join(dir, UPLOADED_MARKER_FILE));
+    // Same size, other bytes: publish refuses it as a contradiction of the manifest.
+    await writeFile(join(dir, "trainer.pt"), payload("other-trainer", 64));
+    await expect(publishArtifact(dir, store, { deleteLocal: true })).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+    });
+    expect((await stat(join(dir, "model.pt"))).size).toBe(4096);
+  });
+
+  it("refuses deleteLocal when the live remote copy fails verification", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore();
+    await publishArtifact(dir, store);
+    store.inject({ type: "lieOnHead", key: "model.pt", nth: 2, sha256: sha256Hex("x") });
+    await expect(publishArtifact(dir, store, { deleteLocal: true })).rejects.toMatchObject({
+      code: "PUBLISH_DELETE_REFUSED",
+    });
+    expect((await stat(join(dir, "model.pt"))).size).toBe(4096);
+  });
+
+  it("emits typed progress events in publish order", async () => {
+    const dir = await artifact();
+    const types: string[] = [];
+    const iter = publishArtifactIter(dir, createMemoryStore());
+    for (;;) {
+      const next = await iter.next();
+      if (next.done) break;
+      const type = next.value.type;
+      if (type !== "hash" && type !== "upload" && types.at(-1) !== type) types.push(type);
+    }
+    expect(types).toEqual(["plan", "declaration", "uploaded", "committed", "verified", "receipt"]);
+  });
+});
