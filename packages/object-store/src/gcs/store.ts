@@ -11,7 +11,7 @@ import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../intern
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import {
   bucketLocation,
-  confirmExisting,
+  conditionalCreate,
   DEFAULT_REMOTE_TIMEOUT_MS,
   type RemoteContext,
   retrying,
@@ -110,24 +110,26 @@ async function createIfAbsent(
   const f = file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
-  const created = await retrying(ctx, "create", subject, options, async () => {
-    try {
-      await f.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
-        resumable: false,
-        preconditionOpts: { ifGenerationMatch: 0 },
-        metadata: uploadMetadata(options, metadata),
-      });
-      return true;
-    } catch (error) {
-      if (gcsStatusOf(error) === 412) return false;
-      throw error;
-    }
-  });
-  if (created) {
-    options?.onProgress?.(body.byteLength);
-    return { status: "created", info: infoFrom(key, f.metadata) };
-  }
-  return confirmExisting(subject, () => head(ctx, key, options));
+  return conditionalCreate(
+    ctx,
+    subject,
+    body,
+    options,
+    async () => {
+      try {
+        await f.save(Buffer.from(body.buffer, body.byteOffset, body.byteLength), {
+          resumable: false,
+          preconditionOpts: { ifGenerationMatch: 0 },
+          metadata: uploadMetadata(options, metadata),
+        });
+        return infoFrom(key, f.metadata);
+      } catch (error) {
+        if (gcsStatusOf(error) === 412) return "precondition-failed";
+        throw error;
+      }
+    },
+    () => head(ctx, key, options),
+  );
 }
 
 /** A source that hashes and counts the bytes it hands on (for the digest check and onProgress). */

@@ -1,5 +1,5 @@
 import { isTransientStoreError, ObjectStoreError } from "../errors.js";
-import type { CallOptions, CreateResult, ObjectInfo, StoreRetryOptions } from "../types.js";
+import type { CallOptions, CreateResult, ObjectInfo, PutOptions, StoreRetryOptions } from "../types.js";
 import { formatStoreUri } from "../uri.js";
 import { withRetry } from "./retry.js";
 
@@ -49,14 +49,24 @@ export function retrying<T>(
 }
 
 /**
- * The outcome of a conditional create the endpoint refused with 412: `exists` with the object a HEAD
- * finds, or `STORE_PRECONDITION_UNCONFIRMED` (transient) when it finds none, since a 412 alone does
- * not prove the object exists.
+ * The create-once protocol of a remote store: `attempt` is one conditional write (retried while
+ * transient) that resolves to the new object's info, or to "precondition-failed" on a 412. A 412
+ * alone does not prove the object exists, so it is confirmed by `head`: `exists` with what the HEAD
+ * finds, else `STORE_PRECONDITION_UNCONFIRMED` (transient).
  */
-export async function confirmExisting(
+export async function conditionalCreate(
+  ctx: RemoteContext,
   subject: string,
+  body: Uint8Array,
+  options: PutOptions | undefined,
+  attempt: (signal: AbortSignal) => Promise<ObjectInfo | "precondition-failed">,
   head: () => Promise<ObjectInfo | undefined>,
 ): Promise<CreateResult> {
+  const created = await retrying(ctx, "create", subject, options, attempt);
+  if (created !== "precondition-failed") {
+    options?.onProgress?.(body.byteLength);
+    return { status: "created", info: created };
+  }
   const existing = await head();
   if (existing !== undefined) return { status: "exists", info: existing };
   throw new ObjectStoreError(

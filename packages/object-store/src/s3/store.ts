@@ -29,7 +29,7 @@ import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../intern
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import {
   bucketLocation,
-  confirmExisting,
+  conditionalCreate,
   DEFAULT_REMOTE_TIMEOUT_MS,
   type RemoteContext,
   retrying,
@@ -144,56 +144,59 @@ async function createIfAbsent(
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
-  const outcome = await retrying(ctx, "create", subject, options, async (abortSignal) => {
-    try {
-      if (ctx.dialect === "gcs") {
-        const credentials = await ctx.client.config.credentials();
-        const result = await gcsConditionalPut({
-          endpoint: ctx.endpoint ?? "https://storage.googleapis.com",
-          bucket: ctx.bucket,
-          key: name,
-          body,
-          ...(options?.contentType === undefined ? {} : { contentType: options.contentType }),
-          metadata,
-          credentials,
-          region: ctx.region,
-          now: ctx.now(),
-          signal: abortSignal,
-        });
-        return { created: true as const, etag: result.etag };
-      }
-      const out = await ctx.client.send(
-        new PutObjectCommand({
-          Bucket: ctx.bucket,
-          Key: name,
-          Body: body,
-          ContentLength: body.byteLength,
-          IfNoneMatch: "*",
-          ...objectHeaders(metadata, options),
-        }),
-        { abortSignal },
-      );
-      return { created: true as const, etag: out.ETag };
-    } catch (error) {
-      if (isPreconditionFailed(error)) return { created: false as const };
-      const status = httpStatusOf(error);
-      if (status === 501 || errorNameOf(error) === "NotImplemented") {
-        throw new ObjectStoreError(
-          "STORE_CONDITIONAL_UNSUPPORTED",
-          `create ${subject}: the endpoint does not support conditional writes (HTTP ${status ?? "?"} ${errorNameOf(error)}). ` +
-            "Refusing to write without a create-once guarantee; use an endpoint that enforces " +
-            (ctx.dialect === "gcs" ? "x-goog-if-generation-match." : "If-None-Match: *."),
-          { kind: "refused", subject, cause: error },
+  const created = (etag: string | undefined) => putInfo(key, body.byteLength, metadata, etag);
+  return conditionalCreate(
+    ctx,
+    subject,
+    body,
+    options,
+    async (abortSignal) => {
+      try {
+        if (ctx.dialect === "gcs") {
+          const credentials = await ctx.client.config.credentials();
+          const result = await gcsConditionalPut({
+            endpoint: ctx.endpoint ?? "https://storage.googleapis.com",
+            bucket: ctx.bucket,
+            key: name,
+            body,
+            ...(options?.contentType === undefined ? {} : { contentType: options.contentType }),
+            metadata,
+            credentials,
+            region: ctx.region,
+            now: ctx.now(),
+            signal: abortSignal,
+          });
+          return created(result.etag);
+        }
+        const out = await ctx.client.send(
+          new PutObjectCommand({
+            Bucket: ctx.bucket,
+            Key: name,
+            Body: body,
+            ContentLength: body.byteLength,
+            IfNoneMatch: "*",
+            ...objectHeaders(metadata, options),
+          }),
+          { abortSignal },
         );
+        return created(out.ETag);
+      } catch (error) {
+        if (isPreconditionFailed(error)) return "precondition-failed";
+        const status = httpStatusOf(error);
+        if (status === 501 || errorNameOf(error) === "NotImplemented") {
+          throw new ObjectStoreError(
+            "STORE_CONDITIONAL_UNSUPPORTED",
+            `create ${subject}: the endpoint does not support conditional writes (HTTP ${status ?? "?"} ${errorNameOf(error)}). ` +
+              "Refusing to write without a create-once guarantee; use an endpoint that enforces " +
+              (ctx.dialect === "gcs" ? "x-goog-if-generation-match." : "If-None-Match: *."),
+            { kind: "refused", subject, cause: error },
+          );
+        }
+        throw error;
       }
-      throw error;
-    }
-  });
-  if (outcome.created) {
-    options?.onProgress?.(body.byteLength);
-    return { status: "created", info: putInfo(key, body.byteLength, metadata, outcome.etag) };
-  }
-  return confirmExisting(subject, () => head(ctx, key, options));
+    },
+    () => head(ctx, key, options),
+  );
 }
 
 /** One put, sized and named: what the single-request and the multipart paths both need. */
