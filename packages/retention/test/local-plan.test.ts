@@ -63,14 +63,21 @@ describe.each([
     ["none", false],
     ["legacy", true],
     ["receipt", true],
-  ])("rule upload-gate: with upload on, a candidate whose receipt is %s is removable=%s", (uploaded, removable) => {
-    const plan = planner([info(100, { uploaded }), info(200)], opts({ requireUploaded: true }));
-    expect(removed(plan)).toEqual(removable ? [100] : []);
-    if (!removable) expect(reasons(plan)[100]).toBe("not_uploaded");
-  });
+  ])(
+    "rule upload-gate: with upload on, a candidate whose receipt is %s is removable=%s",
+    (uploaded, removable) => {
+      const plan = planner([info(100, { uploaded }), info(200)], opts({ requireUploaded: true }));
+      expect(removed(plan)).toEqual(removable ? [100] : []);
+      if (!removable) expect(reasons(plan)[100]).toBe("not_uploaded");
+    },
+  );
 
   it("rule upload-gate-per-candidate: a later successful upload does not release an earlier failed one", () => {
-    const infos = [info(100, { uploaded: "none" }), info(200, { uploaded: "receipt" }), info(300, { uploaded: "receipt" })];
+    const infos = [
+      info(100, { uploaded: "none" }),
+      info(200, { uploaded: "receipt" }),
+      info(300, { uploaded: "receipt" }),
+    ];
     const plan = planner(infos, opts({ requireUploaded: true }));
     expect(removed(plan)).toEqual([200]);
     expect(reasons(plan)[100]).toBe("not_uploaded");
@@ -88,18 +95,27 @@ describe.each([
   });
 
   it("rule any-digit-count: iterations order numerically, not by name", () => {
-    const infos = [info(99, { dir: "/run/checkpoints/iter_99" }), info(100, { dir: "/run/checkpoints/iter_000100" })];
+    const infos = [
+      info(99, { dir: "/run/checkpoints/iter_99" }),
+      info(100, { dir: "/run/checkpoints/iter_000100" }),
+    ];
     expect(removed(planner(infos, opts()))).toEqual([99]);
   });
 
   it("refuses a negative or fractional keepLast and a missing requireUploaded", () => {
     for (const keepLast of [-1, 0.5, Number.NaN]) {
       expect(() => planner(four, opts({ keepLast }))).toThrow(
-        expect.objectContaining({ code: "RETENTION_BAD_ARGUMENT", message: expect.stringContaining("keepLast") }),
+        expect.objectContaining({
+          code: "RETENTION_BAD_ARGUMENT",
+          message: expect.stringContaining("keepLast"),
+        }),
       );
     }
     expect(() => planner(four, { keepLast: 1 } as LocalRetentionOptions)).toThrow(
-      expect.objectContaining({ code: "RETENTION_BAD_ARGUMENT", message: expect.stringContaining("requireUploaded") }),
+      expect.objectContaining({
+        code: "RETENTION_BAD_ARGUMENT",
+        message: expect.stringContaining("requireUploaded"),
+      }),
     );
   });
 

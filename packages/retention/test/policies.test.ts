@@ -21,7 +21,13 @@ function info(iteration: number, metrics?: Record<string, number>): CheckpointIn
 }
 
 /** Iterations deliberately out of order: policies answer in the order given. */
-const infos = [info(300, { loss: 0.5 }), info(100, { loss: 0.2 }), info(500), info(200, { loss: 0.2 }), info(400, { loss: 0.9, acc: 0.7 })];
+const infos = [
+  info(300, { loss: 0.5 }),
+  info(100, { loss: 0.2 }),
+  info(500),
+  info(200, { loss: 0.2 }),
+  info(400, { loss: 0.9, acc: 0.7 }),
+];
 
 /** Which iterations a policy keeps, in input order. */
 function kept(p: RetentionPolicy, input: readonly CheckpointInfo[] = infos): number[] {
@@ -38,10 +44,18 @@ describe("retention policies", () => {
     ["latestN beyond the count keeps all", latestN(9), [300, 100, 500, 200, 400]],
     ["everyNSteps keeps multiples of n", everyNSteps(200), [200, 400]],
     ["everyNSteps(1) keeps all", everyNSteps(1), [300, 100, 500, 200, 400]],
-    ["bestN min keeps the lowest metric; ties go to the newer iteration", bestN({ metric: "loss", n: 1, mode: "min" }), [200]],
+    [
+      "bestN min keeps the lowest metric; ties go to the newer iteration",
+      bestN({ metric: "loss", n: 1, mode: "min" }),
+      [200],
+    ],
     ["bestN min with n=2 takes both tied values", bestN({ metric: "loss", n: 2, mode: "min" }), [100, 200]],
     ["bestN max keeps the highest metric", bestN({ metric: "loss", n: 1, mode: "max" }), [400]],
-    ["bestN never counts a checkpoint without the metric as best", bestN({ metric: "acc", n: 3, mode: "max" }), [400]],
+    [
+      "bestN never counts a checkpoint without the metric as best",
+      bestN({ metric: "acc", n: 3, mode: "max" }),
+      [400],
+    ],
     ["bestN of a metric nobody recorded keeps none", bestN({ metric: "bleu", n: 2, mode: "max" }), []],
     ["anyOf keeps what any policy keeps", anyOf(latestN(1), everyNSteps(200)), [500, 200, 400]],
     ["allOf keeps what every policy keeps", allOf(latestN(3), everyNSteps(200)), [400]],
@@ -55,7 +69,11 @@ describe("retention policies", () => {
   });
 
   it("bestN ignores non-finite metric values", () => {
-    const input = [info(1, { loss: Number.NaN }), info(2, { loss: Number.POSITIVE_INFINITY }), info(3, { loss: 5 })];
+    const input = [
+      info(1, { loss: Number.NaN }),
+      info(2, { loss: Number.POSITIVE_INFINITY }),
+      info(3, { loss: 5 }),
+    ];
     expect(kept(bestN({ metric: "loss", n: 3, mode: "min" }), input)).toEqual([3]);
   });
 
@@ -87,7 +105,10 @@ describe("retention policies", () => {
   it("a composed custom policy answering the wrong number of flags is refused", () => {
     const broken = Object.assign(() => [true], { label: "broken" }) as RetentionPolicy;
     expect(() => anyOf(broken)(infos)).toThrow(
-      expect.objectContaining({ code: "RETENTION_POLICY_RESULT", message: expect.stringContaining("broken") }),
+      expect.objectContaining({
+        code: "RETENTION_POLICY_RESULT",
+        message: expect.stringContaining("broken"),
+      }),
     );
   });
 });

@@ -13,7 +13,12 @@ import {
 
 const DIR = "/runs/a/20260901120000/checkpoint_artifacts/iter_000000300";
 const sha = (c: string) => c.repeat(64);
-const destination = { scheme: "s3", endpoint: "s3.example.com", bucket: "ckpt", prefix: "a/checkpoint_artifacts/iter_000000300" } as const;
+const destination = {
+  scheme: "s3",
+  endpoint: "s3.example.com",
+  bucket: "ckpt",
+  prefix: "a/checkpoint_artifacts/iter_000000300",
+} as const;
 
 const manifest: ArtifactManifest = {
   schema: "posttrain.checkpoint-artifact.v1",
@@ -21,7 +26,15 @@ const manifest: ArtifactManifest = {
   format: "dcp",
   logical_components: ["model", "training_state"],
   physical_components: [
-    { name: "model", kind: "dir", path: "model", files: [{ path: "__0_0.distcp", size: 10, sha256: sha("a") }, { path: ".metadata", size: 3 }] },
+    {
+      name: "model",
+      kind: "dir",
+      path: "model",
+      files: [
+        { path: "__0_0.distcp", size: 10, sha256: sha("a") },
+        { path: ".metadata", size: 3 },
+      ],
+    },
     { name: "trainer", kind: "file", path: "trainer.pt", size: 4 },
   ],
 };
@@ -31,7 +44,13 @@ const files = [
   { path: "model/__0_0.distcp", size: 10, sha256: sha("a") },
   { path: "trainer.pt", size: 4, sha256: sha("c") },
 ];
-const marker: UploadedMarker = { schema: "posttrain.archive-marker.v1", kind: "artifact", iteration: 300, destination, files };
+const marker: UploadedMarker = {
+  schema: "posttrain.archive-marker.v1",
+  kind: "artifact",
+  iteration: 300,
+  destination,
+  files,
+};
 
 function ok(path: string, size: number, digest: string): RemoteObjectCheck {
   return { path, status: "ok", expected: { size, sha256: digest }, actual: { size, sha256: digest } };
@@ -84,7 +103,11 @@ describe("planPruneVerified", () => {
   });
 
   it("accepts the artifact's model.pt as the path and removes from its directory", () => {
-    const e = { ...good(), path: `${DIR}/model.pt`, target: { type: "file" as const, realPath: `${DIR}/model.pt` } };
+    const e = {
+      ...good(),
+      path: `${DIR}/model.pt`,
+      target: { type: "file" as const, realPath: `${DIR}/model.pt` },
+    };
     expect(planPruneVerified([e]).remove[0]?.artifactDir).toBe(DIR);
   });
 
@@ -97,7 +120,12 @@ describe("planPruneVerified", () => {
 
   // One case per gate: each fails if its gate is removed, because the rest of the evidence is good.
   it.each<[PruneKeepCode, string, () => ArtifactEvidence, RegExp]>([
-    ["not_found", "the path does not exist", () => ({ ...good(), target: { type: "missing" } }), /does not exist/],
+    [
+      "not_found",
+      "the path does not exist",
+      () => ({ ...good(), target: { type: "missing" } }),
+      /does not exist/,
+    ],
     [
       "not_an_artifact",
       "a full checkpoint under checkpoints/",
@@ -116,7 +144,12 @@ describe("planPruneVerified", () => {
       () => ({ ...good(), target: { type: "file", realPath: `${DIR}/trainer.pt` } }),
       /model\.pt inside one/,
     ],
-    ["no_manifest", "no native manifest", () => ({ ...good(), manifest: { state: "absent" } }), /no native manifest/],
+    [
+      "no_manifest",
+      "no native manifest",
+      () => ({ ...good(), manifest: { state: "absent" } }),
+      /no native manifest/,
+    ],
     [
       "invalid_manifest",
       "an invalid manifest",
@@ -129,8 +162,18 @@ describe("planPruneVerified", () => {
       () => ({ ...good(), manifest: { state: "valid", manifest: { ...manifest, iteration: 200 } } }),
       /iteration 200/,
     ],
-    ["no_receipt", "no receipt", () => ({ ...good(), receipt: { state: "absent" } }), /no \.uploaded receipt/],
-    ["legacy_receipt", "a legacy one-line receipt", () => ({ ...good(), receipt: { state: "legacy" } }), /never authorises/],
+    [
+      "no_receipt",
+      "no receipt",
+      () => ({ ...good(), receipt: { state: "absent" } }),
+      /no \.uploaded receipt/,
+    ],
+    [
+      "legacy_receipt",
+      "a legacy one-line receipt",
+      () => ({ ...good(), receipt: { state: "legacy" } }),
+      /never authorises/,
+    ],
     [
       "missing_digest",
       "a receipt entry without a digest",
@@ -158,7 +201,10 @@ describe("planPruneVerified", () => {
     [
       "destination_mismatch",
       "credentials addressing another endpoint",
-      () => ({ ...good(), addressed: { ok: true, destination: { ...destination, endpoint: "other.example.com" } } }),
+      () => ({
+        ...good(),
+        addressed: { ok: true, destination: { ...destination, endpoint: "other.example.com" } },
+      }),
       /binds s3:\/\/ckpt\/a\/checkpoint_artifacts\/iter_000000300 at s3\.example\.com.*other\.example\.com/,
     ],
     [
@@ -172,7 +218,10 @@ describe("planPruneVerified", () => {
       "a payload the receipt does not list",
       () => ({
         ...good(),
-        receipt: { state: "valid", marker: { ...marker, files: files.filter((f) => f.path !== "trainer.pt") } },
+        receipt: {
+          state: "valid",
+          marker: { ...marker, files: files.filter((f) => f.path !== "trainer.pt") },
+        },
       }),
       /does not list the payload trainer\.pt/,
     ],
@@ -204,13 +253,19 @@ describe("planPruneVerified", () => {
     [
       "already_released",
       "payloads already gone",
-      () => ({ ...good(), local: good().local!.filter((f) => f.path === ".posttrain-checkpoint-artifact.json") }),
+      () => ({
+        ...good(),
+        local: good().local!.filter((f) => f.path === ".posttrain-checkpoint-artifact.json"),
+      }),
       /already released/,
     ],
     [
       "local_digest_mismatch",
       "a local file of another size",
-      () => ({ ...good(), local: good().local!.map((f) => (f.path === "trainer.pt" ? { ...f, size: 5 } : f)) }),
+      () => ({
+        ...good(),
+        local: good().local!.map((f) => (f.path === "trainer.pt" ? { ...f, size: 5 } : f)),
+      }),
       /trainer\.pt changed size/,
     ],
     [
@@ -219,7 +274,12 @@ describe("planPruneVerified", () => {
       () => ({ ...good(), localDigests: { ...good().localDigests, "trainer.pt": sha("0") } }),
       /trainer\.pt no longer match/,
     ],
-    ["remote_missing", "a missing remote object", () => withRemote("trainer.pt", { status: "missing" }), /trainer\.pt: missing/],
+    [
+      "remote_missing",
+      "a missing remote object",
+      () => withRemote("trainer.pt", { status: "missing" }),
+      /trainer\.pt: missing/,
+    ],
     [
       "remote_missing",
       "a remote check that omits a recorded file",
@@ -258,13 +318,21 @@ describe("planPruneVerified", () => {
 
   it("a size conflict outranks every other remote problem of the artifact", () => {
     const e = withRemote("trainer.pt", { status: "size_mismatch", actual: { size: 5, sha256: sha("c") } });
-    const objects = e.remote!.objects.map((o) => (o.path === "model/.metadata" ? { ...o, status: "missing" as const } : o));
+    const objects = e.remote!.objects.map((o) =>
+      o.path === "model/.metadata" ? { ...o, status: "missing" as const } : o,
+    );
     expect(decide({ ...e, remote: { ok: false, objects } }).code).toBe("remote_size_conflict");
   });
 
   it("only executor failures and the size conflict are errors", () => {
     expect([...PRUNE_ERROR_CODES].sort()).toEqual(
-      ["delete_failed", "local_changed", "local_unreadable", "remote_size_conflict", "remote_unreachable"].sort(),
+      [
+        "delete_failed",
+        "local_changed",
+        "local_unreadable",
+        "remote_size_conflict",
+        "remote_unreachable",
+      ].sort(),
     );
     expect([...PRUNE_ERROR_CODES].every((c) => PRUNE_KEEP_CODES.includes(c))).toBe(true);
   });
@@ -278,9 +346,9 @@ describe("planPruneVerified", () => {
       e = { ...e, [field]: full[field] };
     }
     expect(asked).toEqual(["manifest", "receipt", "addressed", "local", "localDigests", "remote"]);
-    expect(nextEvidence({ path: DIR, target: full.target, manifest: full.manifest, receipt: { state: "legacy" } })).toBe(
-      undefined,
-    );
+    expect(
+      nextEvidence({ path: DIR, target: full.target, manifest: full.manifest, receipt: { state: "legacy" } }),
+    ).toBe(undefined);
   });
 
   it("refuses to plan on incomplete evidence", () => {
@@ -291,7 +359,11 @@ describe("planPruneVerified", () => {
   });
 
   it("locateArtifact names the artifact directory of a model.pt and refuses anything else", () => {
-    expect(locateArtifact({ type: "file", realPath: `${DIR}/model.pt` })).toEqual({ ok: true, dir: DIR, iteration: 300 });
+    expect(locateArtifact({ type: "file", realPath: `${DIR}/model.pt` })).toEqual({
+      ok: true,
+      dir: DIR,
+      iteration: 300,
+    });
     expect(locateArtifact({ type: "directory", realPath: `${DIR}/model.pt` }).ok).toBe(false);
     expect(locateArtifact({ type: "other", realPath: DIR }).ok).toBe(false);
   });

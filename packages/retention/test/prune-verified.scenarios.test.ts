@@ -1,0 +1,340 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createRequire } from "node:module";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  serializeUploadedMarker,
+  sha256Hex,
+  UPLOADED_MARKER_FILE,
+} from "@ckpt/manifest";
+import { createMemoryStore, type ObjectStore, openStore, type StoreCredentials } from "@ckpt/object-store";
+import { createTestBucket, makeTempDir, rawClient, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type PruneEvent, type PruneVerifiedOptions, pruneVerified } from "../src/index.js";
+import { type ArtifactFixture, makeArtifact, publishDirectly, writeReceipt } from "./fixtures.js";
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()!();
+});
+
+async function tempDir(): Promise<string> {
+  const { dir, cleanup } = await makeTempDir("ckpt-retention-");
+  cleanups.push(cleanup);
+  return dir;
+}
+
+/** A destination kind: where an artifact is published, and the options prune-verified gets for it. */
+interface Backend {
+  readonly name: string;
+  /** The store at the artifact's destination (its identity is what the receipt binds). */
+  storeFor(artifact: ArtifactFixture, local: string): Promise<ObjectStore>;
+  readonly options: () => PruneVerifiedOptions;
+}
+
+let s3: { bucket: string; credentials: StoreCredentials; cleanup: () => Promise<void> } | undefined;
+beforeAll(async () => {
+  const env = s3TestEnv();
+  const { bucket, cleanup } = await createTestBucket(env, "retention");
+  s3 = { bucket, credentials: testCredentials(env), cleanup };
+});
+afterAll(async () => {
+  await s3?.cleanup();
+});
+
+/**
+ * The SDK's PutObjectCommand, from test-utils' own dependency (retention declares none on the SDK):
+ * only a raw request can store metadata that contradicts the body, which every store refuses to do.
+ */
+function putObjectCommand(input: Record<string, unknown>): never {
+  const sdk = createRequire(import.meta.resolve("@ckpt/test-utils"))("@aws-sdk/client-s3") as {
+    PutObjectCommand: new (input: Record<string, unknown>) => never;
+  };
+  return new sdk.PutObjectCommand(input);
+}
+
+let memoryStores = 0;
+const backends: Backend[] = [
+  {
+    name: "memory",
+    async storeFor(artifact) {
+      memoryStores += 1;
+      return createMemoryStore({
+        name: `retention-${process.pid}-${memoryStores}`,
+        prefix: `run/checkpoint_artifacts/iter_${artifact.iteration}`,
+      });
+    },
+    options: () => ({}),
+  },
+  {
+    name: "file://",
+    async storeFor(artifact, local) {
+      return openStore(`file://${local}/archive/iter_${artifact.iteration}`);
+    },
+    options: () => ({}),
+  },
+  {
+    name: "s3 (real server)",
+    async storeFor(artifact) {
+      const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_${artifact.iteration}`;
+      return openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
+    },
+    options: () => ({ credentials: s3!.credentials }),
+  },
+];
+
+async function listing(dir: string): Promise<string[]> {
+  return (await readdir(dir, { recursive: true })).sort();
+}
+
+describe.each(backends)("prune-verified against $name", (backend) => {
+  async function published(): Promise<{ artifact: ArtifactFixture; store: ObjectStore; root: string }> {
+    const root = await tempDir();
+    const artifact = await makeArtifact(root);
+    const store = await backend.storeFor(artifact, root);
+    await publishDirectly(artifact, store);
+    return { artifact, store, root };
+  }
+
+  async function keptWith(artifact: ArtifactFixture, options: PruneVerifiedOptions = backend.options()) {
+    const before = await listing(artifact.dir);
+    const report = await pruneVerified([artifact.dir], options);
+    expect(report.removed).toEqual([]);
+    expect(report.freed_bytes).toBe(0);
+    expect(await listing(artifact.dir)).toEqual(before);
+    expect(report.kept).toHaveLength(1);
+    return { report, kept: report.kept[0]! };
+  }
+
+  it("releases the payload of a proven archive; manifest and receipt stay; a second run finds it released", async () => {
+    const { artifact } = await published();
+    const events: PruneEvent[] = [];
+    const report = await pruneVerified([artifact.dir], {
+      ...backend.options(),
+      onEvent: (e) => events.push(e),
+    });
+    expect(report).toEqual({
+      removed: [
+        {
+          path: artifact.dir,
+          artifact_dir: artifact.dir,
+          files: ["model.pt", "trainer.pt"],
+          bytes: artifact.payloadBytes,
+        },
+      ],
+      kept: [],
+      freed_bytes: artifact.payloadBytes,
+      errors: [],
+    });
+    expect(await listing(artifact.dir)).toEqual([ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE].sort());
+    expect(events.map((e) => e.type)).toEqual(
+      expect.arrayContaining(["artifact", "verify-remote", "removed-file", "decided"]),
+    );
+    const again = await pruneVerified([artifact.dir], backend.options());
+    expect(again.kept).toMatchObject([{ code: "already_released" }]);
+    expect(again.errors).toEqual([]);
+  });
+
+  it("accepts the artifact's model.pt as the path", async () => {
+    const { artifact } = await published();
+    const report = await pruneVerified([join(artifact.dir, "model.pt")], backend.options());
+    expect(report.removed).toMatchObject([{ artifact_dir: artifact.dir, files: ["model.pt", "trainer.pt"] }]);
+  });
+
+  it("keeps an artifact with an extra local file the receipt does not cover", async () => {
+    const { artifact } = await published();
+    await writeFile(join(artifact.dir, "eval-notes.txt"), "late addition");
+    const { kept, report } = await keptWith(artifact);
+    expect(kept).toMatchObject({
+      code: "uncovered_local_file",
+      reason: expect.stringContaining("eval-notes.txt"),
+    });
+    expect(report.errors).toEqual([]);
+  });
+
+  it("keeps an artifact whose receipt is a legacy one-line marker", async () => {
+    const { artifact } = await published();
+    await writeReceipt(artifact.dir, "uploaded to s3://somewhere at 2024-01-01\n");
+    expect((await keptWith(artifact)).kept.code).toBe("legacy_receipt");
+  });
+
+  it("keeps an artifact without a receipt", async () => {
+    const root = await tempDir();
+    const artifact = await makeArtifact(root);
+    expect((await keptWith(artifact)).kept.code).toBe("no_receipt");
+  });
+
+  it("keeps an artifact whose receipt binds another endpoint", async () => {
+    const { artifact, store } = await published();
+    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
+    marker.destination = { ...store.identity, endpoint: "elsewhere.example.com" };
+    await writeReceipt(artifact.dir, serializeUploadedMarker(marker));
+    expect((await keptWith(artifact)).kept.code).toBe("destination_mismatch");
+  });
+
+  it("keeps an artifact whose local bytes changed after publication (same size)", async () => {
+    const { artifact } = await published();
+    const model = Buffer.from(artifact.files.get("model.pt")!);
+    model[0] = model[0]! ^ 0xff;
+    await writeFile(join(artifact.dir, "model.pt"), model);
+    expect((await keptWith(artifact)).kept.code).toBe("local_digest_mismatch");
+  });
+
+  it("keeps an artifact whose remote object was deleted", async () => {
+    const { artifact, store } = await published();
+    await store.delete("trainer.pt");
+    expect((await keptWith(artifact)).kept).toMatchObject({
+      code: "remote_missing",
+      reason: expect.stringContaining("trainer.pt"),
+    });
+  });
+
+  it("keeps an artifact whose remote object was replaced by other bytes", async () => {
+    const { artifact, store } = await published();
+    const other = randomBytes(artifact.files.get("model.pt")!.length);
+    await store.put("model.pt", other, { sha256: sha256Hex(other) });
+    expect((await keptWith(artifact)).kept.code).toBe("remote_digest_mismatch");
+  });
+
+  it("keeps an artifact whose remote object carries no digest", async () => {
+    const { artifact, store } = await published();
+    await store.put("trainer.pt", artifact.files.get("trainer.pt")!);
+    expect((await keptWith(artifact)).kept.code).toBe("remote_digest_absent");
+  });
+
+  it("keeps a full checkpoint under checkpoints/ (released by the retention policies instead)", async () => {
+    const root = await tempDir();
+    const dir = join(root, "run", "20260901120000", "checkpoints", "iter_000000100");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "model.pt"), "weights");
+    const report = await pruneVerified([dir, join(root, "missing")], backend.options());
+    expect(report.kept.map((k) => k.code)).toEqual(["not_an_artifact", "not_found"]);
+    expect(await readFile(join(dir, "model.pt"), "utf8")).toBe("weights");
+  });
+});
+
+describe("prune-verified against a real S3 server whose object contradicts itself", () => {
+  it("reports an error and keeps the artifact when an object claims the recorded digest with another size", async () => {
+    const root = await tempDir();
+    const artifact = await makeArtifact(root);
+    const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_300`;
+    const store = await openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
+    await publishDirectly(artifact, store);
+    const bytes = artifact.files.get("model.pt")!;
+    // Only a raw request can store metadata that contradicts the body; every store refuses to.
+    const client = rawClient(s3TestEnv());
+    await client.send(
+      putObjectCommand({
+        Bucket: s3!.bucket,
+        Key: `${prefix}/model.pt`,
+        Body: bytes.subarray(1),
+        Metadata: { sha256: sha256Hex(bytes) },
+      }),
+    );
+    client.destroy();
+    const report = await pruneVerified([artifact.dir], { credentials: s3!.credentials });
+    expect(report.kept).toMatchObject([{ code: "remote_size_conflict" }]);
+    expect(report.errors).toMatchObject([{ path: artifact.dir, code: "remote_size_conflict" }]);
+    expect(report.removed).toEqual([]);
+    expect(await listing(artifact.dir)).toContain("model.pt");
+  });
+
+  it("keeps an artifact when the credentials address another endpoint than the receipt binds", async () => {
+    const root = await tempDir();
+    const artifact = await makeArtifact(root);
+    const store = await openStore(`s3://${s3!.bucket}/run-${randomBytes(4).toString("hex")}/iter_300`, {
+      credentials: s3!.credentials,
+    });
+    await publishDirectly(artifact, store);
+    const report = await pruneVerified([artifact.dir], {
+      credentials: { ...s3!.credentials, endpoint_url: "https://s3.other.example.com" },
+    });
+    expect(report.kept).toMatchObject([
+      { code: "destination_mismatch", reason: expect.stringContaining("s3.other.example.com") },
+    ]);
+    expect(await listing(artifact.dir)).toContain("model.pt");
+  });
+});
+
+describe("prune-verified with a lying or failing memory store", () => {
+  async function publishedMemory() {
+    const root = await tempDir();
+    const artifact = await makeArtifact(root);
+    const name = `retention-lie-${randomBytes(4).toString("hex")}`;
+    const prefix = "run/checkpoint_artifacts/iter_300";
+    await publishDirectly(artifact, createMemoryStore({ name, prefix }));
+    return { artifact, name, prefix };
+  }
+
+  it("keeps an artifact when HEAD reports another digest (lieOnHead)", async () => {
+    const { artifact, name, prefix } = await publishedMemory();
+    const liar = createMemoryStore({
+      name,
+      prefix,
+      faults: [{ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) }],
+    });
+    const report = await pruneVerified([artifact.dir], { openStoreFor: async () => liar });
+    expect(report.kept).toMatchObject([{ code: "remote_digest_mismatch" }]);
+    expect(report.removed).toEqual([]);
+    expect(await listing(artifact.dir)).toContain("model.pt");
+  });
+
+  it("errors when HEAD claims the recorded digest with another size (lieOnHead size)", async () => {
+    const { artifact, name, prefix } = await publishedMemory();
+    const liar = createMemoryStore({
+      name,
+      prefix,
+      faults: [{ type: "lieOnHead", key: "model.pt", size: 1 }],
+    });
+    const report = await pruneVerified([artifact.dir], { openStoreFor: async () => liar });
+    expect(report.kept).toMatchObject([{ code: "remote_size_conflict" }]);
+    expect(report.errors).toMatchObject([
+      { code: "remote_size_conflict", message: expect.stringContaining("model.pt") },
+    ]);
+    expect(await listing(artifact.dir)).toContain("model.pt");
+  });
+
+  it("errors and keeps when the store cannot be reached, and goes on with the next path", async () => {
+    const first = await publishedMemory();
+    const second = await publishedMemory();
+    const failing = createMemoryStore({
+      name: first.name,
+      prefix: first.prefix,
+      retry: { retries: 0 },
+      faults: [{ type: "fail", op: "head" }],
+    });
+    const report = await pruneVerified([first.artifact.dir, second.artifact.dir], {
+      openStoreFor: async (d) =>
+        d.endpoint === first.name ? failing : openStore(`memory://${d.bucket}/${d.prefix}`),
+    });
+    expect(report.errors).toMatchObject([{ path: first.artifact.dir, code: "remote_unreachable" }]);
+    expect(report.removed.map((r) => r.path)).toEqual([second.artifact.dir]);
+  });
+
+  it("keeps an artifact holding a symbolic link, even one the receipt names", async () => {
+    const { artifact } = await publishedMemory();
+    await rm(join(artifact.dir, "trainer.pt"));
+    await symlink(join(artifact.dir, "model.pt"), join(artifact.dir, "trainer.pt"));
+    const report = await pruneVerified([artifact.dir]);
+    expect(report.kept).toMatchObject([{ code: "uncovered_local_file" }]);
+  });
+
+  it("keeps an artifact whose receipt entry lacks a digest", async () => {
+    const { artifact } = await publishedMemory();
+    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
+    delete marker.files[0].sha256;
+    await writeReceipt(artifact.dir, JSON.stringify(marker));
+    expect((await pruneVerified([artifact.dir])).kept).toMatchObject([{ code: "missing_digest" }]);
+  });
+
+  it("stops with RETENTION_ABORTED when aborted", async () => {
+    const { artifact } = await publishedMemory();
+    const controller = new AbortController();
+    controller.abort();
+    await expect(pruneVerified([artifact.dir], { signal: controller.signal })).rejects.toMatchObject({
+      code: "RETENTION_ABORTED",
+    });
+    expect(await listing(artifact.dir)).toContain("model.pt");
+  });
+});
