@@ -32,12 +32,3 @@ export class RetentionError extends Error {
     this.subject = options.subject;
   }
 }
-
-/** The error an aborted executor throws. */
-export function abortedError(subject: string, signal: AbortSignal): RetentionError {
-  return new RetentionError("RETENTION_ABORTED", `${subject}: aborted by the caller before it finished.`, {
-    kind: "transient",
-    subject,
-    cause: signal.reason,
-  });
-}

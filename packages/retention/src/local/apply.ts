@@ -12,7 +12,8 @@ import {
   readUploadedMarker,
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
-import { abortedError, RetentionError } from "../errors.js";
+import { RetentionError } from "../errors.js";
+import { abortedError } from "../internal/abort.js";
 import type { RetentionPlan, RetentionTarget } from "./plan.js";
 import type { CheckpointInfo, UploadState } from "./policies.js";
 

@@ -19,7 +19,7 @@ import {
   openStore,
   type StoreCredentials,
 } from "@ckpt/object-store";
-import { abortedError } from "../errors.js";
+import { abortedError } from "../internal/abort.js";
 import {
   type AddressedEvidence,
   type ArtifactEvidence,
