@@ -1,8 +1,10 @@
 import type { CkptCommandGroup } from "../registry.js";
+import { commitCommand } from "./commit.js";
+import { publishCommand } from "./publish.js";
 
 /** `ckpt artifact ...`: the digest-verified lifecycle of checkpoint_artifacts/iter_* directories. */
 export const artifactGroup: CkptCommandGroup = {
   command: "artifact <command>",
   describe: "Commit, publish, verify, fetch and release checkpoint artifacts",
-  subcommands: [],
+  subcommands: [commitCommand, publishCommand],
 };

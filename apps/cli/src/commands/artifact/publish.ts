@@ -1,0 +1,112 @@
+import { basename } from "node:path";
+import { type PublishEvent, publishArtifactIter } from "@ckpt/archive-publisher";
+import { artifactPrefixFor, parseIterDir } from "@ckpt/manifest";
+import { openStore } from "@ckpt/object-store";
+import { UsageError } from "../../errors.js";
+import { createProgress } from "../../progress.js";
+import { formatBytes } from "../../render.js";
+import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
+import type { CkptCommand } from "../registry.js";
+
+interface PublishArgs {
+  "artifact-dir": string;
+  "upload-prefix": string;
+  bucket?: string;
+  credentials?: string;
+  "delete-local": boolean;
+}
+
+/**
+ * The destination URI of an artifact: the bucket root (a bare name means s3://<name>) joined with
+ * the artifact prefix derived from the run's upload prefix. Pure.
+ */
+export function artifactDestinationUri(bucket: string, uploadPrefix: string, iteration: number): string {
+  const root = bucket.includes("://") ? bucket : `s3://${bucket}`;
+  const prefix = artifactPrefixFor(uploadPrefix, iteration);
+  return `${root.endsWith("/") ? root.slice(0, -1) : root}/${prefix}`;
+}
+
+export const publishCommand: CkptCommand<PublishArgs> = {
+  command: "publish",
+  describe: "Archive a committed artifact: declaration first, verified payloads, manifest last, receipt",
+  builder: (yargs) =>
+    withCredentialsOption(
+      yargs
+        .option("artifact-dir", {
+          type: "string",
+          demandOption: true,
+          describe: "The committed checkpoint_artifacts/iter_* directory",
+        })
+        .option("upload-prefix", {
+          type: "string",
+          demandOption: true,
+          describe: "The run's upload prefix <project>/<group>/<name>/<run_ts>/checkpoints",
+        })
+        .option("bucket", {
+          type: "string",
+          describe:
+            "Bucket name (s3, endpoint from the credentials), s3://b, gs://b or file:///root; default $CKPT_BUCKET, then the config file",
+        })
+        .option("delete-local", {
+          type: "boolean",
+          default: false,
+          describe: "After verification, release the local payloads (the manifest and receipt stay)",
+        }),
+    )
+      .example(
+        "ckpt artifact publish --artifact-dir run/ts/checkpoint_artifacts/iter_000000300 --upload-prefix vlm/grpo/run-a/20260901120000/checkpoints --bucket experiments --credentials creds.json",
+        "archive to s3://experiments/vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300",
+      )
+      .example(
+        "ckpt artifact publish --artifact-dir <dir> --upload-prefix <p> --bucket file:///mnt/archive --delete-local --json",
+        "archive to a shared filesystem, then free the local payloads",
+      ),
+  async run(args, io) {
+    const dir = args["artifact-dir"];
+    const iteration = parseIterDir(basename(dir.endsWith("/") ? dir.slice(0, -1) : dir));
+    if (iteration === undefined) {
+      throw new UsageError(`--artifact-dir ${dir} is not an iter_<digits> directory.`);
+    }
+    const defaults = resolveStoreDefaults(args, io);
+    if (defaults.bucket === undefined) {
+      throw new UsageError(
+        'no bucket: pass --bucket, set CKPT_BUCKET, or put "bucket" in the ckpt config file.',
+      );
+    }
+    const uri = artifactDestinationUri(defaults.bucket, args["upload-prefix"], iteration);
+    const store = await openStore(
+      uri,
+      defaults.credentials === undefined ? {} : { credentials: defaults.credentials },
+    );
+    const quiet = args.quiet || args.json;
+    const hashing = createProgress(io, "hash", { quiet });
+    const uploading = createProgress(io, "upload", { quiet });
+    const iter = publishArtifactIter(dir, store, { deleteLocal: args["delete-local"] });
+    let result: Awaited<ReturnType<typeof iter.next>>;
+    try {
+      for (;;) {
+        result = await iter.next();
+        if (result.done) break;
+        const event: PublishEvent = result.value;
+        if (event.type === "hash") hashing.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "plan") hashing.finish();
+        else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
+      }
+    } finally {
+      hashing.finish();
+      uploading.finish();
+    }
+    const report = result.value;
+    const total = report.inventory.reduce((sum, f) => sum + f.size, 0);
+    const lines = [
+      `${report.status} ${dir} -> ${report.uri}: ${report.inventory.length} files, ${formatBytes(total)}` +
+        (report.status === "published" ? `, ${report.uploaded.length} uploaded` : ", remote verified"),
+    ];
+    if (report.manifest_rewritten)
+      lines.push("the local manifest was completed with digests (or converted) before upload");
+    if (report.removed.length > 0) {
+      lines.push(`released ${report.removed.length} local payload files, ${formatBytes(report.freed_bytes)}`);
+    }
+    return { exitCode: 0, report: { ok: true, ...report }, human: lines.join("\n") };
+  },
+};

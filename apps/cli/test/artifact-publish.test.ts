@@ -1,0 +1,151 @@
+import { mkdir, readdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { artifactDestinationUri } from "../src/commands/artifact/publish.js";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
+
+async function setup(model = "weights"): Promise<{ root: string; dir: string; env: NodeJS.ProcessEnv }> {
+  const { dir: root, cleanup } = await makeTempDir("ckpt-cli-publish-");
+  onTestFinished(cleanup);
+  const dir = join(root, "run", "checkpoint_artifacts", "iter_000000300");
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "model.pt"), model);
+  expect(await runCli(["artifact", "commit", dir, "--components", "model", "--quiet"], captureIo().io)).toBe(
+    0,
+  );
+  // HOME without a config file: no default bucket or credentials leak in from the machine.
+  return { root, dir, env: { HOME: root } };
+}
+
+describe("artifactDestinationUri", () => {
+  it("places the artifact beside the upload prefix, a bare bucket meaning s3", () => {
+    expect(artifactDestinationUri("experiments", PREFIX, 300)).toBe(
+      "s3://experiments/vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300",
+    );
+    expect(artifactDestinationUri("file:///mnt/archive/", PREFIX, 5)).toBe(
+      "file:///mnt/archive/vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000005",
+    );
+  });
+});
+
+describe("ckpt artifact publish", () => {
+  it("publishes to file://, then skips; JSON report on stdout", async () => {
+    const { root, dir, env } = await setup();
+    const args = [
+      "artifact",
+      "publish",
+      "--artifact-dir",
+      dir,
+      "--upload-prefix",
+      PREFIX,
+      "--bucket",
+      `file://${root}/archive`,
+      "--json",
+    ];
+    const first = captureIo({ env });
+    expect(await runCli(args, first.io)).toBe(0);
+    const report = JSON.parse(first.out());
+    expect(report).toMatchObject({
+      ok: true,
+      status: "published",
+      iteration: 300,
+      destination: {
+        scheme: "file",
+        endpoint: "local",
+        bucket: `${root}/archive/${PREFIX.replace("checkpoints", "checkpoint_artifacts")}/iter_000000300`,
+      },
+      removed: [],
+      freed_bytes: 0,
+    });
+    expect(report.inventory.map((f: { path: string }) => f.path)).toEqual([
+      ".posttrain-checkpoint-artifact.json",
+      "model.pt",
+    ]);
+    const second = captureIo({ env });
+    expect(await runCli(args, second.io)).toBe(0);
+    expect(JSON.parse(second.out()).status).toBe("skipped");
+  });
+
+  it("takes the bucket from CKPT_BUCKET and releases payloads with --delete-local", async () => {
+    const { root, dir, env } = await setup();
+    const c = captureIo({ env: { ...env, CKPT_BUCKET: `file://${root}/archive` } });
+    expect(
+      await runCli(
+        ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX, "--delete-local"],
+        c.io,
+      ),
+    ).toBe(0);
+    expect(c.out()).toContain("published");
+    expect(c.out()).toContain("released 1 local payload files");
+    expect((await readdir(dir)).sort()).toEqual([".posttrain-checkpoint-artifact.json", ".uploaded"]);
+  });
+
+  it("exits 1 and names the remedy when the destination holds other contents", async () => {
+    const a = await setup("first");
+    const archive = `file://${a.root}/archive`;
+    expect(
+      await runCli(
+        ["artifact", "publish", "--artifact-dir", a.dir, "--upload-prefix", PREFIX, "--bucket", archive],
+        captureIo({ env: a.env }).io,
+      ),
+    ).toBe(0);
+    const b = await setup("second");
+    const c = captureIo({ env: b.env });
+    expect(
+      await runCli(
+        [
+          "artifact",
+          "publish",
+          "--artifact-dir",
+          b.dir,
+          "--upload-prefix",
+          PREFIX,
+          "--bucket",
+          archive,
+          "--json",
+        ],
+        c.io,
+      ),
+    ).toBe(1);
+    const error = JSON.parse(c.out()).error;
+    expect(error.code).toBe("PUBLISH_REMOTE_CONFLICT");
+    expect(error.message).toContain("another destination");
+  });
+
+  it("exits 2 for a prefix that is not a checkpoints prefix, or without any bucket", async () => {
+    const { root, dir, env } = await setup();
+    const bad = captureIo({ env });
+    expect(
+      await runCli(
+        [
+          "artifact",
+          "publish",
+          "--artifact-dir",
+          dir,
+          "--upload-prefix",
+          "a/b/run",
+          "--bucket",
+          `file://${root}/x`,
+        ],
+        bad.io,
+      ),
+    ).toBe(2);
+    expect(bad.err()).toContain("checkpoints");
+    const none = captureIo({ env });
+    expect(
+      await runCli(["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX], none.io),
+    ).toBe(2);
+    expect(none.err()).toContain("no bucket");
+  });
+
+  it("documents itself with examples", async () => {
+    const c = captureIo();
+    expect(await runCli(["artifact", "publish", "--help"], c.io)).toBe(0);
+    expect(c.out()).toContain("--delete-local");
+    expect(c.out()).toContain("Examples:");
+  });
+});
