@@ -1,0 +1,64 @@
+import { type FetchReport, fetchArtifactIter } from "@ckpt/archive-reader";
+import { openStore } from "@ckpt/object-store";
+import { createProgress } from "../../progress.js";
+import { formatBytes } from "../../render.js";
+import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
+import type { CkptCommand } from "../registry.js";
+
+interface FetchArgs {
+  artifactUri: string;
+  dst: string;
+  credentials?: string;
+  quiet: boolean;
+}
+
+export const fetchCommand: CkptCommand<FetchArgs> = {
+  command: "fetch",
+  describe:
+    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path",
+  builder: (yargs) =>
+    withCredentialsOption(
+      yargs
+        .option("artifact-uri", {
+          type: "string",
+          demandOption: true,
+          describe: "The archive: s3://bucket/<...>/checkpoint_artifacts/iter_* (or gs://, file://)",
+        })
+        .option("dst", {
+          type: "string",
+          demandOption: true,
+          describe: "Staging directory; the artifact lands in <dst>/iter_* (resumed when fetched before)",
+        })
+        .example(
+          "ckpt artifact fetch --artifact-uri s3://bkt/proj/grp/run/20260901120000/checkpoint_artifacts/iter_000000300 --dst /scratch/stage",
+          "prints /scratch/stage/iter_000000300 once every file is verified",
+        )
+        .example(
+          "ckpt artifact fetch --artifact-uri s3://bkt/.../iter_000000300 --dst stage --credentials creds.json --json",
+          "the same with explicit credentials and a JSON report",
+        ),
+    ),
+  async run(args, io) {
+    const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
+    const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
+    const progress = createProgress(io, "fetch", { quiet: args.quiet });
+    let report: FetchReport | undefined;
+    try {
+      for await (const event of fetchArtifactIter(store, args.dst, { uri: args.artifactUri })) {
+        if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "done") report = event.report;
+      }
+    } finally {
+      progress.finish();
+    }
+    if (report === undefined) throw new Error("fetch ended without a report");
+    const note = report.upToDate
+      ? "already staged and verified"
+      : `${formatBytes(report.downloadedBytes)} downloaded, ${report.files.length} files verified`;
+    return {
+      exitCode: 0,
+      report: { ok: true, ...report },
+      human: `${report.stagedDir}\n(${note})`,
+    };
+  },
+};

@@ -1,0 +1,51 @@
+import { downloadPrefixIter, openStore } from "@ckpt/object-store";
+import { createProgress } from "../../progress.js";
+import { formatBytes } from "../../render.js";
+import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
+import type { CkptCommand } from "../registry.js";
+import { summarizeTransfer } from "./copy.js";
+
+interface DownloadArgs {
+  uri: string;
+  localDir: string;
+  credentials?: string;
+  quiet: boolean;
+}
+
+export const downloadCommand: CkptCommand<DownloadArgs> = {
+  command: "download <uri> <local-dir>",
+  describe:
+    "Download every object under a prefix into a local directory (idempotent: same-size files are skipped)",
+  builder: (yargs) =>
+    withCredentialsOption(
+      yargs
+        .positional("uri", {
+          type: "string",
+          demandOption: true,
+          describe: "s3://bucket/prefix, gs://..., file:///dir",
+        })
+        .positional("local-dir", {
+          type: "string",
+          demandOption: true,
+          describe: "Where the objects land, keys as paths",
+        })
+        .example(
+          "ckpt store download s3://bkt/proj/grp/run/20260901120000/checkpoints/iter_000000100 /shared/base",
+          "pull a checkpoint to shared storage",
+        ),
+    ),
+  async run(args, io) {
+    const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
+    const store = await openStore(args.uri, credentials === undefined ? {} : { credentials });
+    const events = downloadPrefixIter(store, "", args.localDir);
+    const report = await summarizeTransfer(
+      events,
+      createProgress(io, "download", { quiet: args.quiet, unit: "items" }),
+    );
+    return {
+      exitCode: 0,
+      report: { ok: true, uri: store.uri, localDir: args.localDir, ...report },
+      human: `${args.localDir}: ${report.transferred.length} downloaded (${formatBytes(report.bytes)}), ${report.skipped.length} already present`,
+    };
+  },
+};

@@ -1,0 +1,75 @@
+import { readFile, writeFile, mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import { openStore } from "@ckpt/object-store";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runCli } from "../src/run.js";
+import { publishFixture } from "./helpers/archive-fixture.js";
+import { captureIo } from "./helpers/capture.js";
+
+let dir = "";
+let cleanup = async () => {};
+beforeEach(async () => {
+  ({ dir, cleanup } = await makeTempDir("ckpt-cli-fetch-"));
+});
+afterEach(() => cleanup());
+
+describe("ckpt artifact fetch", () => {
+  it("prints the staged path and stages verified files from a file:// archive", async () => {
+    const archive = join(dir, "archive", "checkpoint_artifacts", "iter_000000300");
+    const uri = `file://${archive}`;
+    const { model } = await publishFixture(await openStore(uri));
+    const dst = join(dir, "stage");
+    const c = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dst], c.io)).toBe(0);
+    expect(c.out().split("\n")[0]).toBe(join(dst, "iter_000000300"));
+    expect(new Uint8Array(await readFile(join(dst, "iter_000000300", "model.pt")))).toEqual(model);
+    const again = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dst, "--json"], again.io)).toBe(
+      0,
+    );
+    expect(JSON.parse(again.out())).toMatchObject({
+      ok: true,
+      upToDate: true,
+      stagedDir: join(dst, "iter_000000300"),
+    });
+  });
+
+  it("prints nothing with --quiet, and the staged path first otherwise", async () => {
+    const uri = "memory://cli-fetch-quiet/run/checkpoint_artifacts/iter_000000300";
+    await publishFixture(await openStore(uri));
+    const c = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dir, "--quiet"], c.io)).toBe(0);
+    expect(c.out()).toBe("");
+    const loud = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dir], loud.io)).toBe(0);
+    expect(loud.out()).toBe(`${join(dir, "iter_000000300")}\n(already staged and verified)\n`);
+  });
+
+  it("exits 1 with READER_STAGE_FOREIGN over someone else's directory", async () => {
+    const uri = "memory://cli-fetch-foreign/run/checkpoint_artifacts/iter_000000300";
+    await publishFixture(await openStore(uri));
+    await mkdir(join(dir, "iter_000000300"));
+    await writeFile(join(dir, "iter_000000300", "mine.txt"), "x");
+    const c = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dir, "--json"], c.io)).toBe(1);
+    expect(JSON.parse(c.out()).error.code).toBe("READER_STAGE_FOREIGN");
+    expect(await readFile(join(dir, "iter_000000300", "mine.txt"), "utf8")).toBe("x");
+  });
+
+  it("exits 2 for a malformed URI", async () => {
+    const c = captureIo();
+    expect(
+      await runCli(["artifact", "fetch", "--artifact-uri", "s3://user:pw@bkt/x", "--dst", dir], c.io),
+    ).toBe(2);
+    expect(c.err()).not.toContain("pw@");
+  });
+
+  it("draws progress on a terminal only", async () => {
+    const uri = "memory://cli-fetch-tty/run/checkpoint_artifacts/iter_000000300";
+    await publishFixture(await openStore(uri));
+    const c = captureIo({ interactive: true });
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dir], c.io)).toBe(0);
+    expect(c.err()).toContain("fetch [");
+  });
+});

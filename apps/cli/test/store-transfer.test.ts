@@ -1,0 +1,57 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { openStore } from "@ckpt/object-store";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+let dir = "";
+let cleanup = async () => {};
+beforeEach(async () => {
+  ({ dir, cleanup } = await makeTempDir("ckpt-cli-store-"));
+});
+afterEach(() => cleanup());
+const bytes = (s: string) => new TextEncoder().encode(s);
+
+describe("ckpt store download / copy", () => {
+  it("downloads a prefix, then skips what is already there", async () => {
+    const src = await openStore("memory://cli-store-dl/run/iter_000000100");
+    await src.put("model.pt", bytes("weights"));
+    await src.put("optim/__0_0.distcp", bytes("shard"));
+    const local = join(dir, "out");
+    const c = captureIo();
+    expect(await runCli(["store", "download", src.uri, local], c.io)).toBe(0);
+    expect(c.out()).toContain("2 downloaded");
+    expect(await readFile(join(local, "optim", "__0_0.distcp"), "utf8")).toBe("shard");
+    const again = captureIo();
+    expect(await runCli(["store", "download", src.uri, local, "--json"], again.io)).toBe(0);
+    expect(JSON.parse(again.out())).toMatchObject({
+      ok: true,
+      transferred: [],
+      skipped: [{ key: "model.pt" }, { key: "optim/__0_0.distcp" }],
+    });
+  });
+
+  it("copies a prefix between stores", async () => {
+    const src = await openStore("memory://cli-store-cp-src/run/iter_000000100");
+    await src.put("model.pt", bytes("weights"));
+    const dstUri = `file://${join(dir, "permanent")}`;
+    const c = captureIo();
+    expect(await runCli(["store", "copy", src.uri, dstUri, "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out())).toMatchObject({
+      ok: true,
+      transferred: [{ key: "model.pt", size: 7 }],
+      bytes: 7,
+    });
+    expect(await readFile(join(dir, "permanent", "model.pt"), "utf8")).toBe("weights");
+  });
+
+  it("exits 2 for a bad URI and lists examples in --help", async () => {
+    const c = captureIo();
+    expect(await runCli(["store", "copy", "nowhere", `file://${dir}`], c.io)).toBe(2);
+    const help = captureIo();
+    expect(await runCli(["store", "download", "--help"], help.io)).toBe(0);
+    expect(help.out()).toContain("Examples:");
+  });
+});
