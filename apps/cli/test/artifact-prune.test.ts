@@ -1,0 +1,154 @@
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { describe, expect, it, onTestFinished } from "vitest";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
+
+/** A committed artifact published to a file:// archive with the real commit and publish commands. */
+async function published(iteration = 300): Promise<{ root: string; dir: string; env: NodeJS.ProcessEnv }> {
+  const { dir: root, cleanup } = await makeTempDir("ckpt-cli-prune-");
+  onTestFinished(cleanup);
+  const dir = join(root, "run", "checkpoint_artifacts", `iter_${String(iteration).padStart(9, "0")}`);
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, "model.pt"), "w".repeat(2048));
+  const env = { HOME: root };
+  const quiet = { env };
+  expect(
+    await runCli(["artifact", "commit", dir, "--components", "model", "--quiet"], captureIo(quiet).io),
+  ).toBe(0);
+  const publish = ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX];
+  expect(
+    await runCli([...publish, "--bucket", `file://${root}/archive`, "--quiet"], captureIo(quiet).io),
+  ).toBe(0);
+  return { root, dir, env };
+}
+
+describe("ckpt artifact prune-verified", () => {
+  it("end to end: commit, publish, prune: exit 0 and a JSON report of what was freed", async () => {
+    const { dir, env } = await published();
+    const c = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out())).toEqual({
+      ok: true,
+      removed: [{ path: dir, artifact_dir: dir, files: ["model.pt"], bytes: 2048 }],
+      kept: [],
+      freed_bytes: 2048,
+      errors: [],
+    });
+    expect((await readdir(dir)).sort()).toEqual([".posttrain-checkpoint-artifact.json", ".uploaded"]);
+  });
+
+  it("prints a table for humans; kept paths are not errors (exit 0)", async () => {
+    const { root, dir, env } = await published();
+    const fullCheckpoint = join(root, "run", "checkpoints", "iter_000000100");
+    await mkdir(fullCheckpoint, { recursive: true });
+    const c = captureIo({ env });
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", `${dir}/model.pt,${fullCheckpoint}`], c.io),
+    ).toBe(0);
+    const lines = c.out().trimEnd().split("\n");
+    expect(lines[0]).toMatch(/^path\s+outcome\s+freed\s+detail$/);
+    expect(lines[1]).toMatch(new RegExp(`^${dir}/model\\.pt\\s+removed\\s+2\\.0 KiB\\s+model\\.pt$`));
+    expect(lines[2]).toMatch(/iter_000000100\s+not_an_artifact\s+-\s+.*retention policies/);
+    expect(lines.at(-1)).toBe("released 1 artifact (2.0 KiB freed), kept 1");
+  });
+
+  it("keeps an artifact with an extra local file and a legacy receipt, naming the reason", async () => {
+    const first = await published(300);
+    await writeFile(join(first.dir, "notes.txt"), "not archived");
+    const second = await published(400);
+    await writeFile(join(second.dir, ".uploaded"), "uploaded\n");
+    const c = captureIo({ env: first.env });
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", `${first.dir},${second.dir}`, "--json"], c.io),
+    ).toBe(0);
+    const report = JSON.parse(c.out());
+    expect(report.kept).toMatchObject([
+      { path: first.dir, code: "uncovered_local_file", reason: expect.stringContaining("notes.txt") },
+      { path: second.dir, code: "legacy_receipt" },
+    ]);
+    expect(report.freed_bytes).toBe(0);
+  });
+
+  it("exits 1 when an artifact errors (the destination cannot be reached), after handling the others", async () => {
+    const { dir, root, env } = await published();
+    const unreachable = join(root, "run", "checkpoint_artifacts", "iter_000000500");
+    await mkdir(unreachable, { recursive: true });
+    await writeFile(join(unreachable, "model.pt"), "x");
+    expect(
+      await runCli(
+        ["artifact", "commit", unreachable, "--components", "model", "--quiet"],
+        captureIo({ env }).io,
+      ),
+    ).toBe(0);
+    const bytes = await readFile(join(unreachable, ".posttrain-checkpoint-artifact.json"));
+    const sha = (b: Uint8Array | string) => createHash("sha256").update(b).digest("hex");
+    await writeFile(
+      join(unreachable, ".uploaded"),
+      JSON.stringify({
+        schema: "posttrain.archive-marker.v1",
+        kind: "artifact",
+        iteration: 500,
+        destination: {
+          scheme: "s3",
+          endpoint: "127.0.0.1:9",
+          bucket: "ckpt-bkt",
+          prefix: "p/iter_000000500",
+        },
+        files: [
+          { path: ".posttrain-checkpoint-artifact.json", size: bytes.length, sha256: sha(bytes) },
+          { path: "model.pt", size: 1, sha256: sha("x") },
+        ],
+      }),
+    );
+    const creds = join(root, "creds.json");
+    await writeFile(
+      creds,
+      JSON.stringify({
+        aws_access_key_id: "AKIDEXAMPLE",
+        aws_secret_access_key: "do-not-print-me",
+        endpoint_url: "http://127.0.0.1:9",
+      }),
+    );
+    const c = captureIo({ env });
+    const code = await runCli(
+      ["artifact", "prune-verified", "--paths", `${unreachable},${dir}`, "--credentials", creds, "--json"],
+      c.io,
+    );
+    expect(code).toBe(1);
+    const report = JSON.parse(c.out());
+    expect(report.ok).toBe(false);
+    expect(report.errors).toMatchObject([{ path: unreachable, code: "remote_unreachable" }]);
+    expect(report.removed).toMatchObject([{ path: dir }]);
+    expect(c.out()).not.toContain("do-not-print-me");
+  }, 60_000);
+
+  it("exits 2 for bad usage: no --paths, an empty list, an unreadable credentials file", async () => {
+    const { env, root } = await published();
+    const none = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified"], none.io)).toBe(2);
+    expect(none.err()).toContain("paths");
+    const empty = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", " , "], empty.io)).toBe(2);
+    expect(empty.err()).toContain("--paths names no path");
+    const creds = captureIo({ env });
+    expect(
+      await runCli(
+        ["artifact", "prune-verified", "--paths", root, "--credentials", join(root, "nope.json")],
+        creds.io,
+      ),
+    ).toBe(2);
+  });
+
+  it("--help explains the command with an example", async () => {
+    const c = captureIo();
+    expect(await runCli(["artifact", "prune-verified", "--help"], c.io)).toBe(0);
+    expect(c.out()).toContain("--paths");
+    expect(c.out()).toContain("Examples:");
+    expect(c.out()).toContain("ckpt artifact prune-verified --paths");
+  });
+});
