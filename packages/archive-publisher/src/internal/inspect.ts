@@ -223,12 +223,22 @@ export async function inspectLocalArtifact(
     sha256: sha256Hex(manifestBytes),
   });
   files.sort((a, b) => compareCodePoints(a.path, b.path));
-  const declarationBytes = serializeArchiveDeclaration({
-    schema: ARCHIVE_DECLARATION_SCHEMA,
-    manifest_sha256: sha256Hex(manifestBytes),
-    manifest_size: manifestBytes.byteLength,
-    files,
-  });
+  let declarationBytes: Uint8Array;
+  try {
+    declarationBytes = serializeArchiveDeclaration({
+      schema: ARCHIVE_DECLARATION_SCHEMA,
+      manifest_sha256: sha256Hex(manifestBytes),
+      manifest_size: manifestBytes.byteLength,
+      files,
+    });
+  } catch (error) {
+    // e.g. a merge diagnostic recorded under a payload's or a bookkeeping file's name
+    throw new ArchivePublisherError(
+      "PUBLISH_MANIFEST_INVALID",
+      `publish ${dir}: the selected files do not form a valid archive inventory: ${messageOf(error)}`,
+      { kind: "input", subject: dir, cause: error },
+    );
+  }
   const receipt = await readReceipt(dir);
   return {
     dir,
