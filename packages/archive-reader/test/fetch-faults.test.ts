@@ -4,7 +4,7 @@ import { readStagedRecord } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryStore } from "@ckpt/object-store";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fetchArtifact } from "../src/index.js";
+import { fetchArtifact, fetchArtifactIter } from "../src/index.js";
 import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
 
 const PREFIX = "proj/g/run/20260901120000/checkpoint_artifacts/iter_000000300";
@@ -91,6 +91,30 @@ describe("fetch under faults (memory store)", () => {
     await store.put("model.pt", bytes(4100, 2));
     await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_DOWNLOAD_MISMATCH" });
     await expect(stat(staged("model.pt.part"))).rejects.toMatchObject({ code: "ENOENT" });
+  });
+
+  it("downloads shards in parallel; a caller that stops early leaves a staging the next run completes", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const shards = new Map(
+      Array.from({ length: 8 }, (_, i) => [`__${i}_0.distcp`, bytes(700 + i, i + 1)] as const),
+    );
+    await putArchive(store, makeArtifact({ dcpModel: new Map([[".metadata", bytes(5)], ...shards]) }));
+    store.inject({ type: "delay", op: "get", ms: 20 });
+    let finished = 0;
+    for await (const event of fetchArtifactIter(store, root, { concurrency: 3 })) {
+      if (event.type === "file-done" && ++finished === 2) break;
+    }
+    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+    // two records, then more files started than a sequential fetch would have by its second file
+    const started = store.calls.filter((c) => c.op === "get").length;
+    expect(started).toBeGreaterThanOrEqual(3 + 2);
+    store.clearFaults();
+    store.clearCalls();
+    // the .metadata is not a real DCP file, so the completed download is refused at the DCP check
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_DCP_INCOMPLETE" });
+    const again = gets(store).filter((k) => k.startsWith("model/"));
+    expect(again.length).toBeLessThan(9);
+    expect(again.length).toBeGreaterThan(0);
   });
 
   it("stops when aborted, before any request", async () => {

@@ -40,7 +40,19 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     await putArchive(store, artifact);
     const root = await dst();
     const events: FetchEvent[] = [];
-    for await (const event of fetchArtifactIter(store, root, { progressBytes: 0 })) events.push(event);
+    const manifestPresent: boolean[] = [];
+    for await (const event of fetchArtifactIter(store, root, { progressBytes: 0 })) {
+      events.push(event);
+      if (event.type === "file-done") {
+        const at = join(root, "iter_000000300", ".posttrain-checkpoint-artifact.json");
+        manifestPresent.push(
+          await stat(at).then(
+            () => true,
+            () => false,
+          ),
+        );
+      }
+    }
     const report = (events.at(-1) as Extract<FetchEvent, { type: "done" }>).report;
     const stagedDir = join(root, "iter_000000300");
     expect(report).toMatchObject({
@@ -80,9 +92,11 @@ describeEachBackend("fetchArtifact", (makeStore) => {
       "model.pt",
       "trainer.pt",
     ]);
-    // payloads first, the manifest last; bytes events add up to what was transferred
+    // payloads first (the manifest is not on disk when each is done), the manifest last;
+    // bytes events add up to what was transferred
     const order = events.filter((e) => e.type === "file-done").map((e) => (e as { path: string }).path);
-    expect(order).toEqual(["model.pt", "trainer.pt"]);
+    expect(order.sort()).toEqual(["model.pt", "trainer.pt"]);
+    expect(manifestPresent).toEqual([false, false]);
     const moved = events
       .filter((e) => e.type === "bytes")
       .reduce((n, e) => n + (e as { bytes: number }).bytes, 0);

@@ -20,7 +20,8 @@ import {
 import { type ObjectInfo, type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { checkDcpDirectory } from "@ckpt/tensors";
 import { ArchiveReaderError } from "../errors.js";
-import { abortedError } from "../internal/pool.js";
+import { EventChannel } from "../internal/channel.js";
+import { abortedError, mapPool } from "../internal/pool.js";
 import {
   type FetchPlan,
   type FetchTarget,
@@ -38,6 +39,8 @@ export interface FetchOptions {
   readonly signal?: AbortSignal;
   /** The URI as the user wrote it, recorded in `.staged.json` (default: `store.uri`). */
   readonly uri?: string;
+  /** Files downloaded at once (default 4). */
+  readonly concurrency?: number;
   /** Bytes between two `bytes` events of one file (default 8 MiB; 0 reports every chunk). */
   readonly progressBytes?: number;
 }
@@ -107,6 +110,8 @@ export type FetchEvent =
   | { readonly type: "done"; readonly report: FetchReport };
 
 const DEFAULT_PROGRESS_BYTES = 8 * 1024 * 1024;
+/** Files downloaded at once: enough to fill a link with many shards, few enough for small nodes. */
+const DEFAULT_DOWNLOAD_CONCURRENCY = 4;
 /** Entries scanned below a staging directory; an artifact has at most a few thousand shards. */
 const MAX_LOCAL_ENTRIES = 200_000;
 
@@ -433,9 +438,33 @@ export async function* fetchArtifactIter(
       await writeRecordFile(recordPath, STAGED_RECORD_RECORD, { ...scanned.record, complete: false });
     await removeOwned(stagedDir, plan.remove);
     await writeRecordFile(recordPath, STAGED_RECORD_RECORD, plan.record);
+    // Downloads run in parallel; their events reach the caller through one channel. Stopping
+    // early (an error, or the caller leaving the loop) aborts the downloads still in flight.
+    const stop = new AbortController();
+    const onAbort = () => stop.abort(signal?.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const channel = new EventChannel<FetchEvent>();
+    const work: DownloadContext = { ...ctx, signal: stop.signal };
+    const done = mapPool(plan.download, options.concurrency ?? DEFAULT_DOWNLOAD_CONCURRENCY, async (file) => {
+      if (stop.signal.aborted) throw abortedError(`fetch ${uri}`, stop.signal);
+      for await (const event of downloadFile(work, file)) channel.push(event);
+    });
+    done.then(
+      () => channel.close(),
+      (error: unknown) => {
+        stop.abort(error);
+        channel.fail(error);
+      },
+    );
+    try {
+      yield* channel.drain();
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      if (!stop.signal.aborted) stop.abort();
+      await done.catch(() => {});
+    }
+    ctx.doneBytes = work.doneBytes;
     for (const file of plan.download) {
-      if (signal?.aborted) throw abortedError(`fetch ${uri}`, signal);
-      yield* downloadFile(ctx, file);
       files.push({
         path: file.path,
         size: file.size,
