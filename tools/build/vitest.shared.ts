@@ -7,7 +7,7 @@ import { defineConfig } from "vitest/config";
  */
 export function packageTests(
   packageDir: string,
-  overrides: { testTimeout?: number; include?: string[] } = {},
+  overrides: { testTimeout?: number; include?: string[]; realS3?: boolean } = {},
 ) {
   const reportDir = process.env.CKPT_REPORT_DIR;
   const reporters: Array<string | [string, Record<string, unknown>]> = ["default"];

@@ -15,6 +15,7 @@ export const inCI = process.env.CI === "true" || process.env.CI === "1";
 
 export {
   type S3TestEnv,
+  type TestCredentials,
   parseExports,
   s3TestEnv,
   testCredentials,

@@ -9,7 +9,6 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
-import type { StoreCredentials } from "@ckpt/object-store";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -52,8 +51,19 @@ export function s3TestEnv(): S3TestEnv {
   return inject("s3Env");
 }
 
+/**
+ * The seeds' credentials-file shape (structurally @ckpt/object-store's StoreCredentials; declared
+ * here so test-utils depends on no package it serves, which would make a build cycle).
+ */
+export interface TestCredentials {
+  readonly aws_access_key_id: string;
+  readonly aws_secret_access_key: string;
+  readonly endpoint_url: string;
+  readonly region_name: string;
+}
+
 /** The test server's credentials in the seeds' credentials-file shape. */
-export function testCredentials(env: S3TestEnv): StoreCredentials {
+export function testCredentials(env: S3TestEnv): TestCredentials {
   return {
     aws_access_key_id: env.accessKeyId,
     aws_secret_access_key: env.secretAccessKey,
