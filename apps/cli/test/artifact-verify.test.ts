@@ -33,6 +33,22 @@ describe("ckpt artifact verify", () => {
     );
   });
 
+  it("verifies a file:// archive from the receipt alone", async () => {
+    const archive = join(dir, "archive", "checkpoint_artifacts", "iter_000000300");
+    const store = await openStore(`file://${archive}`);
+    const fixture = await publishFixture(store);
+    const iterDir = join(dir, "iter_000000300");
+    await mkdir(iterDir);
+    await writeFile(join(iterDir, ".uploaded"), fixture.receipt(store.identity));
+    const c = captureIo();
+    expect(await runCli(["artifact", "verify", "--artifact-dir", iterDir, "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out())).toMatchObject({
+      ok: true,
+      uri: `file://${archive}`,
+      destination: { scheme: "file", bucket: archive },
+    });
+  });
+
   it("exits 1 and names the object when one is missing; --json carries the problems", async () => {
     const { store, iterDir } = await published("cli-verify-missing");
     await store.delete("model.pt");
