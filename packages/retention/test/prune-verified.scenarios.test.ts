@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { createRequire } from "node:module";
 import {
   ARTIFACT_MANIFEST_FILE,
   serializeUploadedMarker,
@@ -9,7 +8,7 @@ import {
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { createMemoryStore, type ObjectStore, openStore, type StoreCredentials } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, rawClient, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { createTestBucket, makeTempDir, putRawObject, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type PruneEvent, type PruneVerifiedOptions, pruneVerified } from "../src/index.js";
 import { type ArtifactFixture, makeArtifact, publishDirectly, writeReceipt } from "./fixtures.js";
@@ -42,17 +41,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await s3?.cleanup();
 });
-
-/**
- * The SDK's PutObjectCommand, from test-utils' own dependency (retention declares none on the SDK):
- * only a raw request can store metadata that contradicts the body, which every store refuses to do.
- */
-function putObjectCommand(input: Record<string, unknown>): never {
-  const sdk = createRequire(import.meta.resolve("@ckpt/test-utils"))("@aws-sdk/client-s3") as {
-    PutObjectCommand: new (input: Record<string, unknown>) => never;
-  };
-  return new sdk.PutObjectCommand(input);
-}
 
 let memoryStores = 0;
 const backends: Backend[] = [
@@ -222,17 +210,9 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
     const store = await openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
     await publishDirectly(artifact, store);
     const bytes = artifact.files.get("model.pt")!;
-    // Only a raw request can store metadata that contradicts the body; every store refuses to.
-    const client = rawClient(s3TestEnv());
-    await client.send(
-      putObjectCommand({
-        Bucket: s3!.bucket,
-        Key: `${prefix}/model.pt`,
-        Body: bytes.subarray(1),
-        Metadata: { sha256: sha256Hex(bytes) },
-      }),
-    );
-    client.destroy();
+    await putRawObject(s3TestEnv(), s3!.bucket, `${prefix}/model.pt`, bytes.subarray(1), {
+      sha256: sha256Hex(bytes),
+    });
     const report = await pruneVerified([artifact.dir], { credentials: s3!.credentials });
     expect(report.kept).toMatchObject([{ code: "remote_size_conflict" }]);
     expect(report.errors).toMatchObject([{ path: artifact.dir, code: "remote_size_conflict" }]);

@@ -21,4 +21,5 @@ export {
   testCredentials,
   rawClient,
   createTestBucket,
+  putRawObject,
 } from "./s3-env.js";

@@ -6,6 +6,7 @@ import {
   DeleteObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
+  PutObjectCommand,
   S3Client,
 } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
@@ -109,4 +110,23 @@ export async function createTestBucket(
     client.destroy();
   };
   return { bucket, cleanup };
+}
+
+/**
+ * Stores an object behind every store's back, with whatever metadata the test wants — the only way
+ * to make an object whose recorded sha256 contradicts its body (every ckpt store refuses to).
+ */
+export async function putRawObject(
+  env: S3TestEnv,
+  bucket: string,
+  key: string,
+  body: Uint8Array,
+  metadata: Record<string, string> = {},
+): Promise<void> {
+  const client = rawClient(env);
+  try {
+    await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, Metadata: metadata }));
+  } finally {
+    client.destroy();
+  }
 }
