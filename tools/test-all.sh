@@ -9,11 +9,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 log() { echo "[test-all +${SECONDS}s] $*" >&2; }
+# A set-up step that fails still ends with the closing line CI reads.
+fail_setup() { log "FAILED: $*"; echo "ci: 0 passed, 1 failed"; exit 1; }
 
 # --- toolchain: pnpm from the npm registry, Debian packages through apt ---------------------
 if ! command -v pnpm >/dev/null; then
   log "installing pnpm"
-  npm install -g pnpm@10 >&2 || exit 1
+  npm install -g pnpm@10 >&2 || fail_setup "npm install -g pnpm@10"
 fi
 apt_packages=(python3-torch python3-numpy radosgw ceph-mon ceph-osd ceph-common)
 missing=()
@@ -22,24 +24,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt=(apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 -o DPkg::Options::=--force-unsafe-io)
-  "${apt[@]}" "${missing[@]}" >&2 || { apt-get update -q >&2 && "${apt[@]}" "${missing[@]}" >&2; } || exit 1
+  "${apt[@]}" "${missing[@]}" >&2 || { apt-get update -q >&2 && "${apt[@]}" "${missing[@]}" >&2; } ||
+    fail_setup "apt-get install ${missing[*]}"
 fi
-/usr/bin/python3 -c 'import torch' || { log "PyTorch is not importable by /usr/bin/python3"; exit 1; }
+/usr/bin/python3 -c 'import torch' || fail_setup "PyTorch is not importable by /usr/bin/python3"
 
 # --- workspace -----------------------------------------------------------------------------
 log "pnpm install"
-pnpm install --frozen-lockfile >&2 || exit 1
+pnpm install --frozen-lockfile >&2 || fail_setup "pnpm install"
 log "build"
-pnpm turbo run build >&2 || exit 1
+pnpm turbo run build >&2 || fail_setup "build"
 log "lint and layer check"
-pnpm lint >&2 || exit 1
+pnpm lint >&2 || fail_setup "lint (biome, layer check)"
 log "typecheck"
-pnpm turbo run typecheck >&2 || exit 1
+pnpm turbo run typecheck >&2 || fail_setup "typecheck"
 
 # --- services ------------------------------------------------------------------------------
 export CEPH_S3_DIR=${CEPH_S3_DIR:-/tmp/ckpt-ci-ceph}
 log "starting the S3 server (Ceph RGW) on 127.0.0.1"
-exports=$(bash tools/s3-server/ceph-s3.sh start) || exit 1
+exports=$(bash tools/s3-server/ceph-s3.sh start) || fail_setup "start the S3 server"
 eval "$exports"
 trap 'bash tools/s3-server/ceph-s3.sh stop >&2 || true' EXIT
 

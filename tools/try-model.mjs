@@ -23,7 +23,11 @@ for (let i = 0; i < layers; i++) {
   }
 }
 let seed = 42;
-const random = () => ((seed = (seed * 1664525 + 1013904223) >>> 0) / 2 ** 32 - 0.5) * 0.1;
+/** A small linear congruential generator: the same model on every run. */
+function random() {
+  seed = (seed * 1664525 + 1013904223) >>> 0;
+  return (seed / 2 ** 32 - 0.5) * 0.1;
+}
 mkdirSync(dirname(out), { recursive: true });
 const written = await writeTorchFile(out, {
   tree: { net },
