@@ -1,4 +1,4 @@
-import { basename, join, resolve } from "node:path";
+import { basename, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
   type ArtifactManifest,
@@ -11,13 +11,12 @@ import {
   PHYSICAL_COMPONENTS,
   type PhysicalComponent,
   type PhysicalComponentName,
-  parseIterDir,
   physicalComponentPath,
   serializeArtifactManifest,
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
-import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
+import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./internal/local.js";
 
 export interface CommitArtifactOptions {
   /** Must equal the iteration in the directory name when given. */
@@ -181,16 +180,13 @@ export async function* commitArtifactIter(
   dir: string,
   options: CommitArtifactOptions,
 ): AsyncGenerator<CommitEvent, CommitArtifactResult> {
-  const root = resolve(dir);
+  const { root, iteration } = iterDirOf(
+    dir,
+    "COMMIT_NOT_ITER_DIR",
+    "commit",
+    "Artifacts live in checkpoint_artifacts/iter_000000300-style directories.",
+  );
   const name = basename(root);
-  const iteration = parseIterDir(name);
-  if (iteration === undefined) {
-    throw new ArchivePublisherError(
-      "COMMIT_NOT_ITER_DIR",
-      `commit ${root}: the directory is not named iter_<digits>. Artifacts live in checkpoint_artifacts/iter_000000300-style directories.`,
-      { kind: "input", subject: root },
-    );
-  }
   if (options.iteration !== undefined && options.iteration !== iteration) {
     throw new ArchivePublisherError(
       "COMMIT_ITERATION_MISMATCH",

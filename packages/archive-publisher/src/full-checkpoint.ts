@@ -1,10 +1,9 @@
 import { lstat, readdir } from "node:fs/promises";
-import { basename, join, resolve } from "node:path";
+import { join } from "node:path";
 import {
   compareCodePoints,
   type Destination,
   hashFile,
-  parseIterDir,
   type SizedFileEntry,
   UPLOADED_MARKER_FILE,
   UPLOADED_MARKER_RECORD,
@@ -14,6 +13,7 @@ import {
 import type { ObjectStore } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
+import { iterDirOf } from "./internal/local.js";
 
 export interface UploadFullCheckpointOptions {
   /** Which files (relative paths) to hash; their receipt entries then carry a digest. Default: none. */
@@ -98,15 +98,12 @@ async function runUpload(
   options: UploadFullCheckpointOptions,
   emit: (event: FullCheckpointEvent) => void,
 ): Promise<FullCheckpointReport> {
-  const root = resolve(iterDir);
-  const iteration = parseIterDir(basename(root));
-  if (iteration === undefined) {
-    throw new ArchivePublisherError(
-      "FULL_UPLOAD_NOT_ITER_DIR",
-      `upload ${root}: the directory is not named iter_<digits>. Pass a checkpoints/iter_* directory.`,
-      { kind: "input", subject: root },
-    );
-  }
+  const { root, iteration } = iterDirOf(
+    iterDir,
+    "FULL_UPLOAD_NOT_ITER_DIR",
+    "upload",
+    "Pass a checkpoints/iter_* directory.",
+  );
   const signal = options.signal;
   const call = signal ? { signal } : {};
   const files: SizedFileEntry[] = [];

@@ -11,6 +11,7 @@ import {
   type PhysicalComponentName,
   type UploadedMarkerRead,
 } from "@ckpt/manifest";
+import { sameBytes } from "./internal/bytes.js";
 
 /** One file publish selects, with what its record already says about it. */
 export interface SelectedFile {
@@ -106,15 +107,6 @@ export type PublishPlan =
       /** Payloads already present with the declared size and digest. */
       present: FileEntry[];
     };
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return (
-    Buffer.compare(
-      Buffer.from(a.buffer, a.byteOffset, a.byteLength),
-      Buffer.from(b.buffer, b.byteOffset, b.byteLength),
-    ) === 0
-  );
-}
 
 function sameInventory(
   a: readonly FileEntry[],

@@ -1,4 +1,4 @@
-import { basename, join, resolve } from "node:path";
+import { basename, join } from "node:path";
 import {
   ARCHIVE_DECLARATION_SCHEMA,
   ARTIFACT_MANIFEST_FILE,
@@ -12,7 +12,6 @@ import {
   UPLOADED_MARKER_FILE,
   type UploadedMarkerRead,
   parseArtifactManifest,
-  parseIterDir,
   readBoundedFile,
   readMergeComplete,
   readUploadedMarker,
@@ -23,24 +22,33 @@ import {
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 import { convertLegacyMergeManifest, isLegacyMergeManifest, parseLegacyMergeManifest } from "../legacy.js";
 import { type LocalArtifact, selectArchiveFiles } from "../plan.js";
-import { entryKind, type HashEvent, hashLocal } from "./local.js";
+import { sameBytes } from "./bytes.js";
+import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./local.js";
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return Buffer.from(a).equals(Buffer.from(b));
-}
-
-async function readOptional(path: string): Promise<Uint8Array | undefined> {
+/**
+ * `read(path)`, or undefined when nothing is there. A failure is `code`, its message
+ * `<context>: <cause>`, its kind `input` when the cause's is, else `failed`.
+ */
+async function readIfPresent<T>(
+  path: string,
+  read: (path: string) => Promise<T>,
+  code: "PUBLISH_LOCAL_READ_FAILED" | "PUBLISH_MANIFEST_INVALID",
+  context: string,
+): Promise<T | undefined> {
   if ((await entryKind(path)) === "absent") return undefined;
   try {
-    return await readBoundedFile(path);
+    return await read(path);
   } catch (error) {
-    throw new ArchivePublisherError("PUBLISH_LOCAL_READ_FAILED", `read ${path}: ${messageOf(error)}`, {
+    throw new ArchivePublisherError(code, `${context}: ${messageOf(error)}`, {
       kind: kindOf(error) === "input" ? "input" : "failed",
       subject: path,
       cause: error,
     });
   }
 }
+
+const readOptional = (path: string) =>
+  readIfPresent(path, readBoundedFile, "PUBLISH_LOCAL_READ_FAILED", `read ${path}`);
 
 function mismatch(dir: string, path: string, problem: string): ArchivePublisherError {
   return new ArchivePublisherError(
@@ -93,19 +101,13 @@ async function readManifest(dir: string): Promise<ManifestRead> {
   }
 }
 
-async function readMerge(dir: string): Promise<MergeComplete | undefined> {
-  const path = join(dir, MERGE_COMPLETE_FILE);
-  if ((await entryKind(path)) === "absent") return undefined;
-  try {
-    return await readMergeComplete(path);
-  } catch (error) {
-    throw new ArchivePublisherError("PUBLISH_MANIFEST_INVALID", `publish ${dir}: ${messageOf(error)}`, {
-      kind: kindOf(error) === "input" ? "input" : "failed",
-      subject: path,
-      cause: error,
-    });
-  }
-}
+const readMerge = (dir: string): Promise<MergeComplete | undefined> =>
+  readIfPresent(
+    join(dir, MERGE_COMPLETE_FILE),
+    readMergeComplete,
+    "PUBLISH_MANIFEST_INVALID",
+    `publish ${dir}`,
+  );
 
 /** The local receipt, or undefined when absent or unreadable (a publish then writes a fresh one). */
 async function readReceipt(dir: string): Promise<UploadedMarkerRead | undefined> {
@@ -128,15 +130,12 @@ export async function inspectLocalArtifact(
   emit: (event: HashEvent) => void,
   signal: AbortSignal | undefined,
 ): Promise<LocalArtifact> {
-  const dir = resolve(artifactDir);
-  const iteration = parseIterDir(basename(dir));
-  if (iteration === undefined) {
-    throw new ArchivePublisherError(
-      "PUBLISH_NOT_ITER_DIR",
-      `publish ${dir}: the directory is not named iter_<digits>. Pass a checkpoint_artifacts/iter_* directory.`,
-      { kind: "input", subject: dir },
-    );
-  }
+  const { root: dir, iteration } = iterDirOf(
+    artifactDir,
+    "PUBLISH_NOT_ITER_DIR",
+    "publish",
+    "Pass a checkpoint_artifacts/iter_* directory.",
+  );
   const read = await readManifest(dir);
   if (read.manifest.iteration !== iteration) {
     throw new ArchivePublisherError(

@@ -1,7 +1,35 @@
 import { lstat } from "node:fs/promises";
-import { join } from "node:path";
-import { type DirectoryDigest, type FileDigest, hashDirectory, hashFiles } from "@ckpt/manifest";
+import { basename, join, resolve } from "node:path";
+import {
+  type DirectoryDigest,
+  type FileDigest,
+  hashDirectory,
+  hashFiles,
+  parseIterDir,
+} from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
+
+/**
+ * The absolute directory and the iteration its `iter_<digits>` name carries; any other name is
+ * `code` (kind input), its message `<verb> <dir>: … <remedy>`.
+ */
+export function iterDirOf(
+  dir: string,
+  code: "COMMIT_NOT_ITER_DIR" | "PUBLISH_NOT_ITER_DIR" | "FULL_UPLOAD_NOT_ITER_DIR",
+  verb: string,
+  remedy: string,
+): { root: string; iteration: number } {
+  const root = resolve(dir);
+  const iteration = parseIterDir(basename(root));
+  if (iteration === undefined) {
+    throw new ArchivePublisherError(
+      code,
+      `${verb} ${root}: the directory is not named iter_<digits>. ${remedy}`,
+      { kind: "input", subject: root },
+    );
+  }
+  return { root, iteration };
+}
 
 /** What a path inside an artifact directory is. Symbolic links and special files are refused by the hashers. */
 export async function entryKind(path: string): Promise<"file" | "dir" | "other" | "absent"> {

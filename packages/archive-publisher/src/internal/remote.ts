@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { MAX_RECORD_BYTES, sha256Hex } from "@ckpt/manifest";
 import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
+import { sameBytes } from "./bytes.js";
 
 /** Wraps one store request so its failure names the key and stays an ArchivePublisherError. */
 export async function storeCall<T>(
@@ -58,12 +59,6 @@ export async function readObject(
     }
     return new Uint8Array(Buffer.concat(chunks));
   });
-}
-
-export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(
-    Buffer.from(b.buffer, b.byteOffset, b.byteLength),
-  );
 }
 
 /** Prefix of the probe objects; a leftover one (a crash mid-probe) is recognisable and harmless. */
