@@ -26,8 +26,13 @@ async function readObject(store: ObjectStore, key: string): Promise<Buffer> {
 /** What a kill left in the remote archive. */
 export type RemoteLabel = "empty" | "declared" | "uploading" | "committed";
 
+/** Prefix of the publisher's conditional-create probe objects. */
+export const PROBE_PREFIX = ".posttrain-archive.probe-";
+
 export interface RemoteCheck {
   readonly label: RemoteLabel;
+  /** Leftover conditional-create probe objects (harmless, counted). */
+  readonly probes: number;
   readonly declaration?: ArchiveDeclaration;
 }
 
@@ -47,8 +52,15 @@ export async function checkRemoteArchive(
 ): Promise<RemoteCheck> {
   const base = prefix === "" ? "" : `${prefix}/`;
   const present = new Map<string, number>();
-  for await (const info of store.list(base)) present.set(info.key.slice(base.length), info.size);
-  if (present.size === 0) return { label: "empty" };
+  let probes = 0;
+  for await (const info of store.list(base)) {
+    const name = info.key.slice(base.length);
+    // The publisher's conditional-create probe: a leftover one (killed mid-probe) names itself
+    // and is never part of an inventory.
+    if (name.startsWith(PROBE_PREFIX)) probes++;
+    else present.set(name, info.size);
+  }
+  if (present.size === 0) return { label: "empty", probes };
   if (!present.has(ARCHIVE_DECLARATION_FILE)) {
     throw new Error(
       `remote ${base}: objects ${[...present.keys()].join(", ")} without ${ARCHIVE_DECLARATION_FILE}`,
@@ -72,7 +84,7 @@ export async function checkRemoteArchive(
     }
   }
   if (!present.has(ARTIFACT_MANIFEST_FILE)) {
-    return { label: present.size === 1 ? "declared" : "uploading", declaration };
+    return { label: present.size === 1 ? "declared" : "uploading", declaration, probes };
   }
   // Committed: every declared payload must be there and verified.
   const manifestBytes = await readObject(store, `${base}${ARTIFACT_MANIFEST_FILE}`);
@@ -117,7 +129,7 @@ export async function checkRemoteArchive(
       );
     }
   }
-  return { label: "committed", declaration };
+  return { label: "committed", declaration, probes };
 }
 
 /**

@@ -2,7 +2,8 @@
 // native manifest), and snapshots of files a command must never touch.
 import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
 import {
   ARTIFACT_MANIFEST_FILE,
   type ArtifactManifest,
@@ -47,9 +48,20 @@ export interface BuiltArtifact {
 
 const RUN = ["proj", "grp", "run-a", "20260101000000"] as const;
 
+/** A real DCP `.metadata` (see test/archive/fixtures/README.md) and the shard lengths it needs. */
+const DCP_METADATA = join(
+  dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "archive",
+  "fixtures",
+  "dcp-p2.metadata",
+);
+const DCP_REQUIRED = [1481, 1440];
+
 /**
- * Writes a consolidated artifact: `model.pt` (`modelBytes`), an `optim/` directory with a
- * `.metadata` and `shards` `__<i>_0.distcp` files, and the native manifest with every digest.
+ * Writes a consolidated artifact: `model.pt` (`modelBytes`), an `optim/` DCP directory with a real
+ * `.metadata` and `shards` (at least 2) `__<i>_0.distcp` files, and the native manifest with
+ * every digest.
  */
 export async function writeArtifact(root: string, spec: ArtifactSpec = {}): Promise<BuiltArtifact> {
   const iteration = spec.iteration ?? 300;
@@ -64,12 +76,12 @@ export async function writeArtifact(root: string, spec: ArtifactSpec = {}): Prom
   };
   await put("model.pt", seededBytes(spec.modelBytes ?? 4 * 1024 * 1024, seed));
   const shardFiles: Array<{ path: string; size: number; sha256: string }> = [];
-  const metadata = seededBytes(2048, seed + 1000);
-  await put("optim/.metadata", metadata);
+  await put("optim/.metadata", await readFile(DCP_METADATA));
   shardFiles.push({ path: ".metadata", ...files.get("optim/.metadata")! });
-  for (let i = 0; i < (spec.shards ?? 6); i++) {
+  for (let i = 0; i < Math.max(2, spec.shards ?? 6); i++) {
     const name = `__${i}_0.distcp`;
-    await put(`optim/${name}`, seededBytes(spec.shardBytes ?? 256 * 1024, seed + 1 + i));
+    const size = Math.max(spec.shardBytes ?? 256 * 1024, DCP_REQUIRED[i] ?? 0);
+    await put(`optim/${name}`, seededBytes(size, seed + 1 + i));
     shardFiles.push({ path: name, ...files.get(`optim/${name}`)! });
   }
   const model = files.get("model.pt")!;

@@ -9,8 +9,11 @@ import { fileURLToPath } from "node:url";
 import { mulberry32, seedFrom } from "./rng.js";
 
 export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
-/** The built `ckpt` binary (`pnpm turbo run build`). */
-export const CLI_BIN = join(REPO_ROOT, "apps", "cli", "dist", "bin.js");
+/**
+ * The built `ckpt` binary (`pnpm turbo run build`), or `$CKPT_CLI_BIN` (a pinned copy, e.g. a
+ * bundle, so a rebuild of the workspace during a long local run cannot pull files from under it).
+ */
+export const CLI_BIN = process.env.CKPT_CLI_BIN ?? join(REPO_ROOT, "apps", "cli", "dist", "bin.js");
 
 /** The seed of a crash suite: `$CKPT_CRASH_SEED`, else a fresh random one. */
 export function crashSeed(): number {
@@ -159,6 +162,14 @@ export interface CrashSuite {
   readonly afterCompletion: (ctx: CompletionContext) => Promise<void>;
   /** Uninterrupted runs measured before the kills; their median sets the kill window. Default 2. */
   readonly calibrationRuns?: number;
+  /**
+   * A command that only starts the program and exits (`ckpt --version`). When given, its median
+   * time S is measured too, and the kill instants are spread so the work after start-up gets
+   * most of them: a share `earlyShare` (default 0.1) of the kills is uniform in [0, S], the rest
+   * uniform in [0.9·S, D]. Without it every kill is uniform in [0, D].
+   */
+  readonly startup?: NodeCommand;
+  readonly earlyShare?: number;
   /** Bound of one run. Default 60 s. */
   readonly runTimeoutMs?: number;
   /** Bound of the whole suite; running out before `kills` fails. Default 240 s. */
@@ -175,6 +186,11 @@ export interface CrashReport {
   readonly completions: number;
   /** Median uninterrupted run time that set the kill window [0, windowMs]. */
   readonly windowMs: number;
+  /** Median start-up time (0 without a `startup` command). */
+  readonly startupMs: number;
+  /** Kills aimed into start-up [0, S] and into the work [0.9·S, D]. */
+  readonly earlyKills: number;
+  readonly workKills: number;
   readonly elapsedMs: number;
   /** How many kills found each state label. */
   readonly states: Readonly<Record<string, number>>;
@@ -192,7 +208,7 @@ function describeRun(result: RunResult): string {
 
 /**
  * Runs a crash suite: calibrate (median of uninterrupted runs), then rounds of up to
- * `killsPerRound` SIGKILLs at instants u·window (u uniform in [0, 1) from mulberry32(seed)), each
+ * `killsPerRound` SIGKILLs at instants drawn from mulberry32(seed) (see `startup`), each
  * followed by `afterKill`, and a run to completion that must succeed, followed by
  * `afterCompletion`. Bounded by `kills * 4` attempts and `budgetMs`.
  */
@@ -225,11 +241,37 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       .catch((e) => fail(`calibration run ${i}`, e));
     durations.push(result.ms);
   }
-  durations.sort((a, b) => a - b);
-  const windowMs = durations[Math.floor((durations.length - 1) / 2)]!;
+  const median = (values: number[]) =>
+    [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
+  const windowMs = median(durations);
+  let startupMs = 0;
+  if (suite.startup !== undefined) {
+    const starts: number[] = [];
+    for (let i = 1; i <= calibrationRuns; i++) {
+      const result = await runNode(suite.startup, { timeoutMs: runTimeoutMs });
+      mustSucceed(`start-up calibration ${i}`, result);
+      starts.push(result.ms);
+    }
+    // On a noisy machine start-up can measure close to (or above) a whole run: keep at least
+    // the last quarter of the run in the work window.
+    startupMs = Math.min(median(starts), (windowMs / 0.9) * 0.75);
+  }
+  const earlyShare = suite.startup === undefined ? 1 : (suite.earlyShare ?? 0.1);
+  const workFrom = 0.9 * startupMs;
   log(
-    `crash suite seed ${suite.seed}: kill window [0, ${windowMs.toFixed(0)}] ms from ${durations.length} runs`,
+    `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms ` +
+      `(medians of ${calibrationRuns}); ${Math.round(earlyShare * 100)}% of kills in [0, ${(suite.startup === undefined ? windowMs : startupMs).toFixed(0)}] ms, ` +
+      `the rest in [${workFrom.toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
   );
+  /** The kill instant of one attempt: two numbers from the seeded generator. */
+  const aim = (): { fraction: number; atMs: number; early: boolean } => {
+    const early = random() < earlyShare;
+    const fraction = random();
+    if (suite.startup === undefined) return { fraction, atMs: fraction * windowMs, early: true };
+    return early
+      ? { fraction, atMs: fraction * startupMs, early }
+      : { fraction, atMs: workFrom + fraction * (windowMs - workFrom), early };
+  };
 
   const states: Record<string, number> = {};
   let kills = 0;
@@ -237,6 +279,8 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
   let exitedBeforeKill = 0;
   let completions = 0;
   let attempts = 0;
+  let earlyKills = 0;
+  let workKills = 0;
   const maxAttempts = suite.kills * 4 + 10;
   while (kills < suite.kills) {
     const round = rounds++;
@@ -248,11 +292,12 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       if (++attempts > maxAttempts) fail("suite", `gave up after ${attempts} attempts with ${kills} kills`);
       if (Date.now() - began > budgetMs)
         fail("suite", `time budget ${budgetMs} ms spent with ${kills} kills`);
-      const fraction = random();
-      const atMs = fraction * windowMs;
+      const { fraction, atMs, early } = aim();
       const result = await runNode(command, { killAtMs: atMs, timeoutMs: runTimeoutMs });
-      const where = `round ${round} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)} of ${windowMs.toFixed(0)} ms)`;
+      const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms)`;
       if (result.killed) {
+        if (early) earlyKills++;
+        else workKills++;
         const label = await suite
           .afterKill({ seed: suite.seed, round, kill: kills, attempt: attempts, fraction, atMs, result })
           .catch((e) => fail(where, e));
@@ -286,6 +331,9 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     exitedBeforeKill,
     completions,
     windowMs,
+    startupMs,
+    earlyKills,
+    workKills,
     elapsedMs: Date.now() - began,
     states,
   };
