@@ -1,4 +1,4 @@
-import { mkdir, readdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { makeTempDir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
@@ -82,6 +82,33 @@ describe("ckpt artifact publish", () => {
     expect(c.out()).toContain("published");
     expect(c.out()).toContain("released 1 local payload files");
     expect((await readdir(dir)).sort()).toEqual([".posttrain-checkpoint-artifact.json", ".uploaded"]);
+  });
+
+  it("skips a re-publish after --delete-local, and exits 1 once the archived payload is gone", async () => {
+    const { root, dir, env } = await setup();
+    const args = [
+      "artifact",
+      "publish",
+      "--artifact-dir",
+      dir,
+      "--upload-prefix",
+      PREFIX,
+      "--bucket",
+      `file://${root}/archive`,
+    ];
+    expect(await runCli([...args, "--delete-local"], captureIo({ env }).io)).toBe(0);
+    const again = captureIo({ env });
+    expect(await runCli(args, again.io)).toBe(0);
+    expect(again.out()).toContain("skipped");
+    expect(again.out()).toContain("1 payload files were already released locally");
+    const destination = `${root}/archive/${PREFIX.replace("checkpoints", "checkpoint_artifacts")}/iter_000000300`;
+    await rm(join(destination, "model.pt"));
+    const lost = captureIo({ env });
+    expect(await runCli([...args, "--json"], lost.io)).toBe(1);
+    const error = JSON.parse(lost.out()).error;
+    expect(error.code).toBe("PUBLISH_RELEASED_REMOTE_INVALID");
+    expect(error.message).toContain("model.pt: missing from the destination");
+    expect(error.message).toContain("cannot be re-published from a released copy");
   });
 
   it("exits 1 and names the remedy when the destination holds other contents", async () => {

@@ -1,4 +1,7 @@
+import { join } from "node:path";
+import { describeRemoteCheck, judgeRemoteObject, type RemoteObjectCheck } from "@ckpt/archive-reader";
 import {
+  ARCHIVE_DECLARATION_FILE,
   ARTIFACT_MANIFEST_FILE,
   type ArtifactManifest,
   artifactPayloadFiles,
@@ -9,6 +12,7 @@ import {
   MERGE_COMPLETE_FILE,
   type MergeComplete,
   type PhysicalComponentName,
+  UPLOADED_MARKER_FILE,
   type UploadedMarkerRead,
 } from "@ckpt/manifest";
 import { sameBytes } from "./internal/bytes.js";
@@ -74,6 +78,11 @@ export interface LocalArtifact {
   legacyOriginal?: Uint8Array;
   /** Every archived file with size and digest, sorted by path (the declaration's inventory). */
   files: FileEntry[];
+  /**
+   * Payloads the manifest lists that are not on disk (released by an earlier publish), sorted.
+   * Their entries in `files` are what the manifest records; they were not hashed.
+   */
+  absent: string[];
   /** The canonical `.posttrain-archive.json` bytes for `files`. */
   declarationBytes: Uint8Array;
   /** The local `.uploaded`, when one exists and parses. */
@@ -93,8 +102,14 @@ export interface RemoteState {
 export type PublishPlan =
   | {
       action: "refuse";
-      code: "PUBLISH_DECLARATION_CONFLICT" | "PUBLISH_REMOTE_CONFLICT";
+      code:
+        | "PUBLISH_DECLARATION_CONFLICT"
+        | "PUBLISH_REMOTE_CONFLICT"
+        | "PUBLISH_PAYLOAD_MISMATCH"
+        | "PUBLISH_RELEASED_REMOTE_INVALID";
       reason: string;
+      /** What the refusal is about: a local path for a payload, else a key of the destination. */
+      subject: string;
     }
   | { action: "skip" }
   | { action: "adopt" }
@@ -123,21 +138,93 @@ function sameIdentity(a: Destination, b: Destination): boolean {
   return a.scheme === b.scheme && a.endpoint === b.endpoint && a.bucket === b.bucket && a.prefix === b.prefix;
 }
 
+/** Why the local receipt does not bind this destination to exactly this inventory, if it does not. */
+function receiptProblem(local: LocalArtifact, destination: Destination): string | undefined {
+  const read = local.receipt;
+  if (read === undefined) return `there is no readable ${UPLOADED_MARKER_FILE} receipt`;
+  if (read.legacy)
+    return `the ${UPLOADED_MARKER_FILE} receipt is a legacy one-line marker that records no inventory`;
+  const marker = read.marker;
+  if (marker.kind !== "artifact" || marker.iteration !== local.iteration) {
+    return `the ${UPLOADED_MARKER_FILE} receipt records a ${marker.kind} of iteration ${marker.iteration}`;
+  }
+  if (!sameIdentity(marker.destination, destination)) {
+    const { scheme, bucket, prefix } = marker.destination;
+    return `the ${UPLOADED_MARKER_FILE} receipt binds another destination (${scheme} ${bucket}/${prefix})`;
+  }
+  if (!sameInventory(local.files, marker.files)) {
+    return `the ${UPLOADED_MARKER_FILE} receipt records another inventory than the manifest and the files present`;
+  }
+  return undefined;
+}
+
 /** Whether the local receipt already binds this destination to exactly this inventory. Pure. */
 export function receiptMatches(local: LocalArtifact, destination: Destination): boolean {
-  const read = local.receipt;
-  if (read === undefined || read.legacy) return false;
-  const marker = read.marker;
-  return (
-    marker.kind === "artifact" &&
-    marker.iteration === local.iteration &&
-    sameIdentity(marker.destination, destination) &&
-    sameInventory(local.files, marker.files)
-  );
+  return receiptProblem(local, destination) === undefined;
+}
+
+/** Paths named in a message: the first `most`, then how many more. */
+function nameSome(paths: readonly string[], most = 5): string {
+  const named = paths.slice(0, most).join(", ");
+  return paths.length > most ? `${named} and ${paths.length - most} more` : named;
+}
+
+/** The objects of a remote check that are not `ok`, one clause each (at most five). Pure. */
+export function describeProblems(checks: readonly RemoteObjectCheck[]): string {
+  const problems = checks.filter((c) => c.status !== "ok");
+  const listed = problems.slice(0, 5).map((c) => describeRemoteCheck(c));
+  return `${listed.join("; ")}${problems.length > 5 ? `; and ${problems.length - 5} more` : ""}`;
+}
+
+/**
+ * An artifact some of whose payloads were released (`local.absent`): they can be accounted for
+ * only by the receipt of this destination recording exactly this inventory, and only the archive
+ * that receipt records can stand in for them; nothing can be uploaded from a released copy.
+ */
+function planReleased(local: LocalArtifact, remote: RemoteState, destination: Destination): PublishPlan {
+  const released = `${nameSome(local.absent)} ${local.absent.length === 1 ? "is" : "are"} not on disk`;
+  const problem = receiptProblem(local, destination);
+  if (problem !== undefined) {
+    return {
+      action: "refuse",
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      reason: `${released}, and no receipt for this destination accounts for them: ${problem}`,
+      subject: join(local.dir, local.absent[0]!),
+    };
+  }
+  let lost: string;
+  if (remote.manifest === undefined) {
+    const checks = local.files
+      .filter((f) => f.path !== ARTIFACT_MANIFEST_FILE)
+      .map((f) => {
+        const head = remote.objects?.get(f.path);
+        return judgeRemoteObject(f, head === undefined ? undefined : { key: f.path, metadata: {}, ...head });
+      });
+    const payloads = checks.some((c) => c.status !== "ok") ? `; ${describeProblems(checks)}` : "";
+    lost = `the destination holds no ${ARTIFACT_MANIFEST_FILE}${payloads}`;
+  } else if (!sameBytes(remote.manifest, local.manifestBytes)) {
+    lost = `the destination holds a different ${ARTIFACT_MANIFEST_FILE}`;
+  } else if (remote.declaration !== undefined && !sameBytes(remote.declaration, local.declarationBytes)) {
+    lost = `the destination declares a different inventory in ${ARCHIVE_DECLARATION_FILE}`;
+  } else {
+    return { action: "skip" };
+  }
+  return {
+    action: "refuse",
+    code: "PUBLISH_RELEASED_REMOTE_INVALID",
+    reason: `${released} (released after an earlier publish), and the archive its receipt records is no longer there: ${lost}`,
+    subject: ARTIFACT_MANIFEST_FILE,
+  };
 }
 
 /**
  * Decides what a publish does, from the hashed local artifact and the destination's state:
+ * - payloads not on disk (`local.absent`, released by an earlier publish): accepted only when the
+ *   local receipt binds this destination to exactly this inventory (so it covers them, and the
+ *   payloads present were hashed against it), else refuse PUBLISH_PAYLOAD_MISMATCH; then `skip`
+ *   when the destination holds the committed archive (identical manifest and declaration), else
+ *   refuse PUBLISH_RELEASED_REMOTE_INVALID, naming what is gone: a released copy cannot be
+ *   published again;
  * - remote manifest present (committed): identical manifest and declaration → `skip` when the
  *   local receipt already matches, else `adopt`; anything else → refuse PUBLISH_REMOTE_CONFLICT
  *   (a committed prefix is never overwritten);
@@ -150,6 +237,7 @@ export function planPublish(
   remote: RemoteState,
   destination: Destination,
 ): PublishPlan {
+  if (local.absent.length > 0) return planReleased(local, remote, destination);
   const declarationMatches =
     remote.declaration === undefined || sameBytes(remote.declaration, local.declarationBytes);
   if (remote.manifest !== undefined) {
@@ -158,6 +246,7 @@ export function planPublish(
         action: "refuse",
         code: "PUBLISH_REMOTE_CONFLICT",
         reason: `the destination is committed with a different ${ARTIFACT_MANIFEST_FILE}`,
+        subject: ARTIFACT_MANIFEST_FILE,
       };
     }
     if (!declarationMatches) {
@@ -165,6 +254,7 @@ export function planPublish(
         action: "refuse",
         code: "PUBLISH_REMOTE_CONFLICT",
         reason: "the destination is committed with the same manifest but declares a different inventory",
+        subject: ARTIFACT_MANIFEST_FILE,
       };
     }
     return receiptMatches(local, destination) ? { action: "skip" } : { action: "adopt" };
@@ -173,7 +263,8 @@ export function planPublish(
     return {
       action: "refuse",
       code: "PUBLISH_DECLARATION_CONFLICT",
-      reason: "the destination already declares a different inventory in .posttrain-archive.json",
+      reason: `the destination already declares a different inventory in ${ARCHIVE_DECLARATION_FILE}`,
+      subject: ARCHIVE_DECLARATION_FILE,
     };
   }
   const upload: FileEntry[] = [];

@@ -1,6 +1,6 @@
 import { rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { describeRemoteCheck, verifyRemoteFiles } from "@ckpt/archive-reader";
+import { verifyRemoteFiles } from "@ckpt/archive-reader";
 import {
   ARCHIVE_DECLARATION_FILE,
   ARTIFACT_MANIFEST_FILE,
@@ -20,7 +20,13 @@ import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
 import { createAndConfirm, probeConditionalCreate, readObject, storeCall } from "./internal/remote.js";
-import { type LocalArtifact, type PublishPlan, planPublish, type RemoteState } from "./plan.js";
+import {
+  describeProblems,
+  type LocalArtifact,
+  type PublishPlan,
+  planPublish,
+  type RemoteState,
+} from "./plan.js";
 
 export interface PublishOptions {
   /** After the archive is verified, release the manifest's payload components locally. */
@@ -42,6 +48,11 @@ export interface PublishReport {
   inventory: FileEntry[];
   /** Payloads uploaded by this call. */
   uploaded: string[];
+  /**
+   * Payloads already released before this call (not on disk; the receipt of this destination
+   * covers them and the remote copy was verified), relative to the artifact directory.
+   */
+  released_earlier: string[];
   /** Local payload files released by `deleteLocal`, relative to the artifact directory. */
   removed: string[];
   freed_bytes: number;
@@ -71,6 +82,26 @@ function aborted(signal: AbortSignal | undefined, subject: string): void {
 
 function conflictRemedy(store: ObjectStore): string {
   return `The archive at ${store.uri} is kept as it is; publish to another destination (another upload prefix or bucket).`;
+}
+
+const RELEASED_REMEDY =
+  "An artifact cannot be re-published from a released copy: its payloads are gone locally. Nothing was uploaded; " +
+  "the manifest and the receipt are kept. Restore the payloads from another copy to publish again.";
+
+/** What can be done about a refusal the planner decided. */
+function refusalRemedy(code: Extract<PublishPlan, { action: "refuse" }>["code"], store: ObjectStore): string {
+  switch (code) {
+    case "PUBLISH_DECLARATION_CONFLICT":
+    case "PUBLISH_REMOTE_CONFLICT":
+      return conflictRemedy(store);
+    case "PUBLISH_PAYLOAD_MISMATCH":
+      return (
+        "Nothing was written. A released payload is accounted for only by the receipt of the destination it was " +
+        "published to: publish there, or restore the payloads first."
+      );
+    case "PUBLISH_RELEASED_REMOTE_INVALID":
+      return RELEASED_REMEDY;
+  }
 }
 
 async function readRemoteState(
@@ -119,11 +150,18 @@ async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
   }
 }
 
+const VERIFY_REMEDY = {
+  PUBLISH_REMOTE_VERIFY_FAILED:
+    "No receipt was written; the local artifact is kept. Retry, or publish to another destination if the archive is damaged.",
+  PUBLISH_DELETE_REFUSED: "Nothing was deleted locally.",
+  PUBLISH_RELEASED_REMOTE_INVALID: RELEASED_REMEDY,
+} as const;
+
 async function verifyRemote(
   store: ObjectStore,
   files: readonly FileEntry[],
   signal: AbortSignal | undefined,
-  code: "PUBLISH_REMOTE_VERIFY_FAILED" | "PUBLISH_DELETE_REFUSED",
+  code: keyof typeof VERIFY_REMEDY,
   context: string,
 ): Promise<void> {
   const check = await storeCall(store, "verify", ARTIFACT_MANIFEST_FILE, () =>
@@ -131,17 +169,10 @@ async function verifyRemote(
   );
   if (check.ok) return;
   const problems = check.objects.filter((o) => o.status !== "ok");
-  const listed = problems
-    .slice(0, 5)
-    .map((o) => describeRemoteCheck(o))
-    .join("; ");
   throw new ArchivePublisherError(
     code,
-    `${context}: remote verification of ${store.uri} failed for ${problems.length} object(s): ${listed}` +
-      `${problems.length > 5 ? "; …" : ""}. ` +
-      (code === "PUBLISH_DELETE_REFUSED"
-        ? "Nothing was deleted locally."
-        : "No receipt was written; the local artifact is kept. Retry, or publish to another destination if the archive is damaged."),
+    `${context}: remote verification of ${store.uri} failed for ${problems.length} object(s): ` +
+      `${describeProblems(problems)}. ${VERIFY_REMEDY[code]}`,
     { kind: "failed", subject: problems[0]!.path },
   );
 }
@@ -212,9 +243,10 @@ async function releasePayloads(
   emit: (event: PublishEvent) => void,
   signal: AbortSignal | undefined,
 ): Promise<{ removed: string[]; freed: number }> {
-  const payloads = artifactPayloadFiles(local.manifest).map(
-    (f) => local.files.find((e) => e.path === f.path)!,
-  );
+  // Only what is still there: a payload released by an earlier publish is already gone.
+  const payloads = artifactPayloadFiles(local.manifest)
+    .filter((f) => !local.absent.includes(f.path))
+    .map((f) => local.files.find((e) => e.path === f.path)!);
   const rehashed = await hashLocal(
     { files: payloads.map((f) => join(local.dir, f.path)), dirs: [] },
     emit,
@@ -295,11 +327,8 @@ async function runPublish(
   if (plan.action === "refuse") {
     throw new ArchivePublisherError(
       plan.code,
-      `publish ${local.dir}: ${plan.reason}. ${conflictRemedy(store)}`,
-      {
-        kind: "refused",
-        subject: plan.code === "PUBLISH_REMOTE_CONFLICT" ? ARTIFACT_MANIFEST_FILE : ARCHIVE_DECLARATION_FILE,
-      },
+      `publish ${local.dir}: ${plan.reason}. ${refusalRemedy(plan.code, store)}`,
+      { kind: plan.code === "PUBLISH_RELEASED_REMOTE_INVALID" ? "failed" : "refused", subject: plan.subject },
     );
   }
   if (local.manifestRewrite) await rewriteLocalManifest(local);
@@ -335,7 +364,14 @@ async function runPublish(
     emit({ type: "committed", key: ARTIFACT_MANIFEST_FILE });
   }
 
-  await verifyRemote(store, local.files, signal, "PUBLISH_REMOTE_VERIFY_FAILED", `publish ${local.dir}`);
+  // A released artifact is verified against its receipt, which records exactly `local.files`.
+  await verifyRemote(
+    store,
+    local.files,
+    signal,
+    local.absent.length > 0 ? "PUBLISH_RELEASED_REMOTE_INVALID" : "PUBLISH_REMOTE_VERIFY_FAILED",
+    `publish ${local.dir}`,
+  );
   emit({ type: "verified", objects: local.files.length });
   if (plan.action !== "skip") emit({ type: "receipt", path: await writeReceipt(local, store) });
 
@@ -349,6 +385,7 @@ async function runPublish(
     iteration: local.iteration,
     inventory: local.files,
     uploaded,
+    released_earlier: local.absent,
     removed: released.removed,
     freed_bytes: released.freed,
     manifest_rewritten: local.manifestRewrite,

@@ -5,6 +5,7 @@ import {
   MERGE_COMPLETE_FILE,
   type MergeComplete,
 } from "@ckpt/manifest";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type LocalArtifact, planPublish, selectArchiveFiles } from "../src/index.js";
 
@@ -39,6 +40,7 @@ const local: LocalArtifact = {
     { path: "model/.metadata", size: 1, sha256: sha("a") },
     { path: "model/__0_0.distcp", size: 2, sha256: sha("b") },
   ],
+  absent: [],
   declarationBytes: enc("declaration"),
 };
 
@@ -132,5 +134,123 @@ describe("planPublish (pure)", () => {
       action: "refuse",
       code: "PUBLISH_REMOTE_CONFLICT",
     });
+  });
+});
+
+describe("planPublish of a released artifact (pure)", () => {
+  // model/__0_0.distcp was released; model/.metadata is still on disk (a partial release).
+  const released: LocalArtifact = { ...local, absent: ["model/__0_0.distcp"] };
+  const marker = {
+    schema: "posttrain.archive-marker.v1" as const,
+    kind: "artifact" as const,
+    iteration: 3,
+    destination,
+    files: local.files,
+  };
+  const covered: LocalArtifact = { ...released, receipt: { legacy: false, marker } };
+  const committed = { declaration: enc("declaration"), manifest: enc("manifest") };
+
+  it("skips when this destination's receipt records exactly the inventory and the archive is committed", () => {
+    expect(planPublish(covered, committed, destination)).toEqual({ action: "skip" });
+    expect(planPublish(covered, { manifest: enc("manifest") }, destination)).toEqual({ action: "skip" });
+  });
+
+  it("refuses absent payloads that no receipt of this destination covers, naming them", () => {
+    const cases: Array<[LocalArtifact, string]> = [
+      [released, "no readable .uploaded"],
+      [{ ...released, receipt: { legacy: true, text: "done" } }, "legacy"],
+      [
+        {
+          ...released,
+          receipt: { legacy: false, marker: { ...marker, destination: { ...destination, prefix: "q" } } },
+        },
+        "another destination (memory m/q)",
+      ],
+      [{ ...released, receipt: { legacy: false, marker: { ...marker, iteration: 4 } } }, "iteration 4"],
+      [
+        { ...released, receipt: { legacy: false, marker: { ...marker, kind: "full_checkpoint" as const } } },
+        "full_checkpoint",
+      ],
+      // The payload still present hashes to another digest than the receipt records.
+      [
+        {
+          ...covered,
+          files: local.files.map((f) => (f.path === "model/.metadata" ? { ...f, sha256: sha("c") } : f)),
+        },
+        "another inventory",
+      ],
+      // The receipt does not record the released payload.
+      [
+        { ...released, receipt: { legacy: false, marker: { ...marker, files: local.files.slice(0, 2) } } },
+        "another inventory",
+      ],
+    ];
+    for (const [artifact, why] of cases) {
+      const plan = planPublish(artifact, committed, destination);
+      expect(plan, why).toMatchObject({
+        action: "refuse",
+        code: "PUBLISH_PAYLOAD_MISMATCH",
+        subject: "/x/iter_3/model/__0_0.distcp",
+      });
+      if (plan.action === "refuse") {
+        expect(plan.reason).toContain("model/__0_0.distcp is not on disk");
+        expect(plan.reason).toContain(why);
+      }
+    }
+  });
+
+  it("refuses when the archive the receipt records is gone, naming what is missing", () => {
+    const none = planPublish(covered, { declaration: enc("declaration"), objects: new Map() }, destination);
+    expect(none).toMatchObject({
+      action: "refuse",
+      code: "PUBLISH_RELEASED_REMOTE_INVALID",
+      subject: ARTIFACT_MANIFEST_FILE,
+    });
+    if (none.action === "refuse") {
+      expect(none.reason).toContain(`holds no ${ARTIFACT_MANIFEST_FILE}`);
+      expect(none.reason).toContain("model/.metadata: missing");
+      expect(none.reason).toContain("model/__0_0.distcp: missing");
+    }
+    const objects = new Map([
+      ["model/.metadata", { size: 1, sha256: sha("a") }],
+      ["model/__0_0.distcp", { size: 2, sha256: sha("e") }],
+    ]);
+    const changed = planPublish(covered, { objects }, destination);
+    if (changed.action !== "refuse") throw new Error(`expected a refusal, got ${changed.action}`);
+    expect(changed.reason).not.toContain("model/.metadata");
+    expect(changed.reason).toContain(`model/__0_0.distcp: the object's sha256 is ${sha("e")}`);
+    const whole = planPublish(
+      covered,
+      { objects: new Map([...objects, ["model/__0_0.distcp", { size: 2, sha256: sha("b") }]]) },
+      destination,
+    );
+    if (whole.action !== "refuse") throw new Error(`expected a refusal, got ${whole.action}`);
+    expect(whole.reason.endsWith(`holds no ${ARTIFACT_MANIFEST_FILE}`)).toBe(true);
+    for (const [remote, what] of [
+      [{ ...committed, manifest: enc("other") }, "a different .posttrain-checkpoint-artifact.json"],
+      [{ ...committed, declaration: enc("other") }, "a different inventory in .posttrain-archive.json"],
+    ] as const) {
+      const plan = planPublish(covered, remote, destination);
+      expect(plan, what).toMatchObject({ action: "refuse", code: "PUBLISH_RELEASED_REMOTE_INVALID" });
+      if (plan.action === "refuse") expect(plan.reason).toContain(what);
+    }
+  });
+
+  it("never uploads or adopts on behalf of a released payload, whatever the remote and the receipt", () => {
+    const receipts = [undefined, { legacy: true as const, text: "x" }, { legacy: false as const, marker }];
+    const remote = fc.record(
+      {
+        declaration: fc.constantFrom(enc("declaration"), enc("other")),
+        manifest: fc.constantFrom(enc("manifest"), enc("other")),
+        objects: fc.constant(new Map<string, { size: number; sha256?: string }>()),
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(remote, fc.constantFrom(...receipts), (state, receipt) => {
+        const plan = planPublish({ ...released, ...(receipt ? { receipt } : {}) }, state, destination);
+        expect(["skip", "refuse"]).toContain(plan.action);
+      }),
+    );
   });
 });

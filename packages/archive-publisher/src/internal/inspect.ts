@@ -21,7 +21,7 @@ import {
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 import { convertLegacyMergeManifest, isLegacyMergeManifest, parseLegacyMergeManifest } from "../legacy.js";
-import { type LocalArtifact, selectArchiveFiles } from "../plan.js";
+import { type LocalArtifact, type SelectedFile, selectArchiveFiles } from "../plan.js";
 import { sameBytes } from "./bytes.js";
 import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./local.js";
 
@@ -54,8 +54,7 @@ function mismatch(dir: string, path: string, problem: string): ArchivePublisherE
   return new ArchivePublisherError(
     "PUBLISH_PAYLOAD_MISMATCH",
     `publish ${dir}: ${path} ${problem}, contradicting its record. The artifact changed after it was committed; ` +
-      "restore the payload, or save the step into a new iteration directory. (If the payloads were released " +
-      "after an earlier publish, check the archive with `ckpt artifact verify` instead.)",
+      "restore the payload, or save the step into a new iteration directory.",
     { kind: "refused", subject: join(dir, path) },
   );
 }
@@ -121,9 +120,11 @@ async function readReceipt(dir: string): Promise<UploadedMarkerRead | undefined>
 }
 
 /**
- * Reads and hashes everything a publish selects, checks every payload against its manifest
- * (size, digest where recorded, a directory's exact file list), fills in missing digests and
- * builds the declaration. Touches nothing.
+ * Reads and hashes everything a publish selects that is on disk, checks every payload against its
+ * manifest (size, digest where recorded, a directory's exact file list), fills in missing digests
+ * and builds the declaration. A payload that is not on disk is listed in `absent` with the entry
+ * its manifest records (it must record a digest); whether a receipt covers it is the planner's
+ * decision. Touches nothing.
  */
 export async function inspectLocalArtifact(
   artifactDir: string,
@@ -154,33 +155,35 @@ export async function inspectLocalArtifact(
     ...(mergeComplete === undefined ? {} : { mergeComplete }),
   });
 
-  // Hash: file components and records as files, directory components as whole trees (so a shard
-  // on disk that the manifest does not list is seen).
+  // Hash what is there: file components and records as files, directory components as whole
+  // trees (so a shard on disk that the manifest does not list is seen). A payload that is not
+  // there (released by an earlier publish) is not hashed; the planner decides whether the receipt
+  // covers it. A missing record, or anything that is not a regular file, is a contradiction.
   const dirComponents = read.manifest.physical_components.filter((c) => c.kind === "dir");
-  const loose = selected.filter(
-    (f) =>
-      f.role !== "manifest" &&
-      !(f.role === "legacy-manifest" && read.legacyOriginal !== undefined) &&
-      !dirComponents.some((c) => f.path.startsWith(`${c.path}/`)),
-  );
-  for (const file of loose) {
-    const kind = await entryKind(join(dir, file.path));
-    if (kind !== "file")
-      throw mismatch(dir, file.path, kind === "absent" ? "is missing" : "is not a regular file");
+  const loose: SelectedFile[] = [];
+  for (const f of selected) {
+    if (f.role === "manifest" || (f.role === "legacy-manifest" && read.legacyOriginal !== undefined))
+      continue;
+    if (dirComponents.some((c) => f.path.startsWith(`${c.path}/`))) continue;
+    const kind = await entryKind(join(dir, f.path));
+    if (kind === "file") loose.push(f);
+    else if (kind !== "absent" || f.role !== "payload")
+      throw mismatch(dir, f.path, kind === "absent" ? "is missing" : "is not a regular file");
   }
+  const trees: typeof dirComponents = [];
   for (const c of dirComponents) {
     const kind = await entryKind(join(dir, c.path));
-    if (kind !== "dir")
-      throw mismatch(dir, `${c.path}/`, kind === "absent" ? "is missing" : "is not a directory");
+    if (kind === "dir") trees.push(c);
+    else if (kind !== "absent") throw mismatch(dir, `${c.path}/`, "is not a directory");
   }
   const digests = await hashLocal(
-    { files: loose.map((f) => join(dir, f.path)), dirs: dirComponents.map((c) => join(dir, c.path)) },
+    { files: loose.map((f) => join(dir, f.path)), dirs: trees.map((c) => join(dir, c.path)) },
     emit,
     signal,
   );
   const actual = new Map<string, { size: number; sha256: string }>();
   for (const f of loose) actual.set(f.path, digests.files.get(join(dir, f.path))!);
-  for (const c of dirComponents) {
+  for (const c of trees) {
     const tree = digests.dirs.get(join(dir, c.path))!;
     const listed = new Set(c.files.map((f) => f.path));
     const extra = tree.files.find((f) => !listed.has(f.path));
@@ -190,6 +193,7 @@ export async function inspectLocalArtifact(
   }
 
   const files: FileEntry[] = [];
+  const absent: string[] = [];
   let digestsAdded = false;
   for (const f of selected) {
     if (f.role === "manifest") continue;
@@ -202,7 +206,17 @@ export async function inspectLocalArtifact(
       continue;
     }
     const got = actual.get(f.path);
-    if (got === undefined) throw mismatch(dir, f.path, "is missing");
+    if (got === undefined) {
+      // Only payloads get here absent. Their inventory entry is what the manifest records.
+      if (f.size === undefined || f.sha256 === undefined) {
+        throw mismatch(dir, f.path, "is missing and its manifest records no digest for it");
+      }
+      const recorded = { size: f.size, sha256: f.sha256 };
+      actual.set(f.path, recorded);
+      absent.push(f.path);
+      files.push({ path: f.path, ...recorded });
+      continue;
+    }
     if (f.size !== undefined && got.size !== f.size) {
       throw mismatch(dir, f.path, `is ${got.size} bytes but recorded as ${f.size}`);
     }
@@ -247,6 +261,7 @@ export async function inspectLocalArtifact(
     manifestRewrite,
     ...(read.legacyOriginal === undefined ? {} : { legacyOriginal: read.legacyOriginal }),
     files,
+    absent,
     declarationBytes,
     ...(receipt === undefined ? {} : { receipt }),
   };

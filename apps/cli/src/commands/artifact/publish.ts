@@ -104,6 +104,11 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     ];
     if (report.manifest_rewritten)
       lines.push("the local manifest was completed with digests (or converted) before upload");
+    if (report.released_earlier.length > 0) {
+      lines.push(
+        `${report.released_earlier.length} payload files were already released locally; their receipt covers them`,
+      );
+    }
     if (report.removed.length > 0) {
       lines.push(`released ${report.removed.length} local payload files, ${formatBytes(report.freed_bytes)}`);
     }
