@@ -47,8 +47,12 @@ eval "$exports"
 trap 'bash tools/s3-server/ceph-s3.sh stop >&2 || true' EXIT
 
 # --- tests ---------------------------------------------------------------------------------
+# Every package's suite runs even when an earlier one fails (--no-bail), one package at a time
+# (each vitest already uses both cores); the build above is reused, not redone.
 report_dir=$(mktemp -d /tmp/ckpt-test-reports.XXXXXX)
 log "tests (reports in $report_dir)"
-CKPT_REPORT_DIR=$report_dir NODE_NO_WARNINGS=1 pnpm turbo run test --force --concurrency=1 >&2
+CKPT_REPORT_DIR=$report_dir NODE_NO_WARNINGS=1 pnpm -r --workspace-concurrency=1 --no-bail run test >&2
 runner_exit=$?
+bash tools/s3-server/ceph-s3.sh stop >&2 || true
+trap - EXIT
 node tools/ci-summary.mjs "$report_dir" "$runner_exit"
