@@ -169,6 +169,28 @@ describe("ckpt artifact publish", () => {
     expect(none.err()).toContain("no bucket");
   });
 
+  it("takes --upload-concurrency from 1 to 64 and refuses anything else with exit 2", async () => {
+    const { root, dir, env } = await setup();
+    const args = [
+      "artifact",
+      "publish",
+      "--artifact-dir",
+      dir,
+      "--upload-prefix",
+      PREFIX,
+      "--bucket",
+      `file://${root}/archive`,
+    ];
+    for (const bad of ["0", "65", "2.5", "many"]) {
+      const c = captureIo({ env });
+      expect(await runCli([...args, "--upload-concurrency", bad], c.io), bad).toBe(2);
+      expect(c.err(), bad).toContain("--upload-concurrency");
+    }
+    const ok = captureIo({ env });
+    expect(await runCli([...args, "--upload-concurrency", "1", "--json"], ok.io)).toBe(0);
+    expect(JSON.parse(ok.out()).status).toBe("published");
+  });
+
   it("documents itself with examples", async () => {
     const c = captureIo();
     expect(await runCli(["artifact", "publish", "--help"], c.io)).toBe(0);

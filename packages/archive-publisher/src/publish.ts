@@ -19,6 +19,12 @@ import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
+import {
+  concurrencyOf,
+  DEFAULT_HEAD_CONCURRENCY,
+  DEFAULT_UPLOAD_CONCURRENCY,
+  mapPool,
+} from "./internal/pool.js";
 import { createAndConfirm, probeConditionalCreate, readObject, storeCall } from "./internal/remote.js";
 import {
   describeProblems,
@@ -31,6 +37,10 @@ import {
 export interface PublishOptions {
   /** After the archive is verified, release the manifest's payload components locally. */
   deleteLocal?: boolean;
+  /** HEAD requests in flight when reading and verifying the destination (default 8; clamped to 1..64). */
+  headConcurrency?: number;
+  /** Payload uploads in flight (default 4; clamped to 1..64). */
+  uploadConcurrency?: number;
   signal?: AbortSignal;
 }
 
@@ -104,29 +114,34 @@ function refusalRemedy(code: Extract<PublishPlan, { action: "refuse" }>["code"],
   }
 }
 
-async function readRemoteState(
-  store: ObjectStore,
-  local: LocalArtifact,
-  signal: AbortSignal | undefined,
-): Promise<RemoteState> {
+/** How a publish runs: the caller's signal and the resolved concurrency. */
+interface Run {
+  signal: AbortSignal | undefined;
+  heads: number;
+  uploads: number;
+}
+
+async function readRemoteState(store: ObjectStore, local: LocalArtifact, run: Run): Promise<RemoteState> {
+  const { signal } = run;
   const declaration = await readObject(store, ARCHIVE_DECLARATION_FILE, signal);
   const manifest = await readObject(store, ARTIFACT_MANIFEST_FILE, signal);
   if (manifest !== undefined) {
     return { ...(declaration ? { declaration } : {}), manifest };
   }
+  const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST_FILE);
+  const heads = await mapPool(payloads, run.heads, (file) =>
+    storeCall(store, "head", file.path, () => store.head(file.path, signal ? { signal } : {})),
+  );
   const objects = new Map<string, { size: number; sha256?: string }>();
-  for (const file of local.files) {
-    if (file.path === ARTIFACT_MANIFEST_FILE) continue;
-    const info = await storeCall(store, "head", file.path, () =>
-      store.head(file.path, signal ? { signal } : {}),
-    );
+  payloads.forEach((file, i) => {
+    const info = heads[i];
     if (info !== undefined) {
       objects.set(file.path, {
         size: info.size,
         ...(info.sha256 === undefined ? {} : { sha256: info.sha256 }),
       });
     }
-  }
+  });
   return { ...(declaration ? { declaration } : {}), objects };
 }
 
@@ -160,12 +175,13 @@ const VERIFY_REMEDY = {
 async function verifyRemote(
   store: ObjectStore,
   files: readonly FileEntry[],
-  signal: AbortSignal | undefined,
+  run: Run,
   code: keyof typeof VERIFY_REMEDY,
   context: string,
 ): Promise<void> {
+  const { signal } = run;
   const check = await storeCall(store, "verify", ARTIFACT_MANIFEST_FILE, () =>
-    verifyRemoteFiles(store, files, signal ? { signal } : {}),
+    verifyRemoteFiles(store, files, { concurrency: run.heads, ...(signal ? { signal } : {}) }),
   );
   if (check.ok) return;
   const problems = check.objects.filter((o) => o.status !== "ok");
@@ -177,17 +193,23 @@ async function verifyRemote(
   );
 }
 
+/**
+ * Uploads `upload`, `run.uploads` at a time, each verified by HEAD right after its upload.
+ * `doneBytes` of the progress events counts the bytes of all uploads together.
+ */
 async function uploadPayloads(
   store: ObjectStore,
   local: LocalArtifact,
   upload: readonly FileEntry[],
   emit: (event: PublishEvent) => void,
-  signal: AbortSignal | undefined,
+  run: Run,
 ): Promise<void> {
+  const { signal } = run;
   const totalBytes = upload.reduce((sum, f) => sum + f.size, 0);
-  let doneBefore = 0;
-  for (const file of upload) {
+  let doneBytes = 0;
+  await mapPool(upload, run.uploads, async (file) => {
     aborted(signal, local.dir);
+    let counted = 0;
     const source =
       file.path === LEGACY_ARTIFACT_MANIFEST_FILE && local.legacyOriginal !== undefined
         ? local.legacyOriginal
@@ -196,15 +218,11 @@ async function uploadPayloads(
       store.put(file.path, source, {
         sha256: file.sha256,
         ...(signal ? { signal } : {}),
-        onProgress: (sent) =>
-          emit({
-            type: "upload",
-            path: file.path,
-            sent,
-            size: file.size,
-            doneBytes: doneBefore + sent,
-            totalBytes,
-          }),
+        onProgress: (sent) => {
+          doneBytes += sent - counted;
+          counted = sent;
+          emit({ type: "upload", path: file.path, sent, size: file.size, doneBytes, totalBytes });
+        },
       }),
     );
     const info = await storeCall(store, "head", file.path, () =>
@@ -219,9 +237,9 @@ async function uploadPayloads(
         { kind: "failed", subject: file.path },
       );
     }
-    doneBefore += file.size;
+    doneBytes += file.size - counted;
     emit({ type: "uploaded", path: file.path, size: file.size });
-  }
+  });
 }
 
 /** Removes now-empty directories from `start` up to (not including) `root`. */
@@ -241,8 +259,9 @@ async function releasePayloads(
   store: ObjectStore,
   local: LocalArtifact,
   emit: (event: PublishEvent) => void,
-  signal: AbortSignal | undefined,
+  run: Run,
 ): Promise<{ removed: string[]; freed: number }> {
+  const { signal } = run;
   // Only what is still there: a payload released by an earlier publish is already gone.
   const payloads = artifactPayloadFiles(local.manifest)
     .filter((f) => !local.absent.includes(f.path))
@@ -263,7 +282,7 @@ async function releasePayloads(
       );
     }
   }
-  await verifyRemote(store, payloads, signal, "PUBLISH_DELETE_REFUSED", `release ${local.dir}`);
+  await verifyRemote(store, payloads, run, "PUBLISH_DELETE_REFUSED", `release ${local.dir}`);
   const removed: string[] = [];
   let freed = 0;
   for (const file of payloads) {
@@ -313,9 +332,14 @@ async function runPublish(
   emit: (event: PublishEvent) => void,
 ): Promise<PublishReport> {
   const { signal } = options;
+  const run: Run = {
+    signal,
+    heads: concurrencyOf(options.headConcurrency, DEFAULT_HEAD_CONCURRENCY),
+    uploads: concurrencyOf(options.uploadConcurrency, DEFAULT_UPLOAD_CONCURRENCY),
+  };
   const local = await inspectLocalArtifact(artifactDir, emit, signal);
   aborted(signal, local.dir);
-  const remote = await readRemoteState(store, local, signal);
+  const remote = await readRemoteState(store, local, run);
   const plan = planPublish(local, remote, store.identity);
   emit({
     type: "plan",
@@ -350,7 +374,7 @@ async function runPublish(
     } else {
       emit({ type: "declaration", status: "existing" });
     }
-    await uploadPayloads(store, local, plan.upload, emit, signal);
+    await uploadPayloads(store, local, plan.upload, emit, run);
     uploaded = plan.upload.map((f) => f.path);
     aborted(signal, local.dir);
     const committed = await createAndConfirm(store, ARTIFACT_MANIFEST_FILE, local.manifestBytes, signal);
@@ -368,7 +392,7 @@ async function runPublish(
   await verifyRemote(
     store,
     local.files,
-    signal,
+    run,
     local.absent.length > 0 ? "PUBLISH_RELEASED_REMOTE_INVALID" : "PUBLISH_REMOTE_VERIFY_FAILED",
     `publish ${local.dir}`,
   );
@@ -376,7 +400,7 @@ async function runPublish(
   if (plan.action !== "skip") emit({ type: "receipt", path: await writeReceipt(local, store) });
 
   const released = options.deleteLocal
-    ? await releasePayloads(store, local, emit, signal)
+    ? await releasePayloads(store, local, emit, run)
     : { removed: [], freed: 0 };
   return {
     status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",

@@ -14,6 +14,7 @@ interface PublishArgs {
   bucket?: string;
   credentials?: string;
   "delete-local": boolean;
+  "upload-concurrency"?: number;
 }
 
 /**
@@ -51,6 +52,10 @@ export const publishCommand: CkptCommand<PublishArgs> = {
           type: "boolean",
           default: false,
           describe: "After verification, release the local payloads (the manifest and receipt stay)",
+        })
+        .option("upload-concurrency", {
+          type: "number",
+          describe: "Payload uploads in flight at once, 1 to 64 (default 4)",
         }),
     )
       .example(
@@ -67,6 +72,13 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     if (iteration === undefined) {
       throw new UsageError(`--artifact-dir ${dir} is not an iter_<digits> directory.`);
     }
+    const uploadConcurrency = args["upload-concurrency"];
+    if (
+      uploadConcurrency !== undefined &&
+      !(Number.isInteger(uploadConcurrency) && uploadConcurrency >= 1 && uploadConcurrency <= 64)
+    ) {
+      throw new UsageError(`--upload-concurrency ${uploadConcurrency} is not a whole number from 1 to 64.`);
+    }
     const defaults = resolveStoreDefaults(args, io);
     if (defaults.bucket === undefined) {
       throw new UsageError(
@@ -81,7 +93,10 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     const quiet = args.quiet || args.json;
     const hashing = createProgress(io, "hash", { quiet });
     const uploading = createProgress(io, "upload", { quiet });
-    const iter = publishArtifactIter(dir, store, { deleteLocal: args["delete-local"] });
+    const iter = publishArtifactIter(dir, store, {
+      deleteLocal: args["delete-local"],
+      ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
+    });
     let result: Awaited<ReturnType<typeof iter.next>>;
     try {
       for (;;) {
