@@ -1,9 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  MERGE_COMPLETE_FILE,
+  serializeMergeComplete,
+  sha256Hex,
+} from "@ckpt/manifest";
 import { createFileStore, createMemoryStore, createS3Store, type ObjectStore } from "@ckpt/object-store";
 import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, onTestFinished } from "vitest";
+import { commitArtifact } from "../src/index.js";
 
 /** Opens a fresh, empty destination on one backend; the same label opens the same destination again. */
 export interface Backend {
@@ -81,4 +88,41 @@ export function payload(seed: string, size = 4096): Uint8Array {
   const source = Buffer.from(seed);
   for (let i = 0; i < size; i++) out[i] = (source[i % source.length]! + i) & 0xff;
   return out;
+}
+
+/**
+ * A merge output in `dir` (an `iter_000000300`): `model.pt` and `merge-diagnostics.json` (plus
+ * `extra`), committed with the model only, then `.merge-complete.json` recording both and the
+ * diagnostic as kept inside the artifact.
+ */
+export async function writeMergedArtifact(dir: string, extra: Record<string, string> = {}): Promise<void> {
+  const model = payload("merged");
+  const diag = '{"deltas": []}\n';
+  await writeTree(dir, { "model.pt": model, "merge-diagnostics.json": diag, ...extra });
+  const committed = await commitArtifact(dir, { format: "consolidated", components: ["model"] });
+  const manifestBytes = await readFile(committed.manifestPath);
+  await writeFile(
+    join(dir, MERGE_COMPLETE_FILE),
+    serializeMergeComplete({
+      schema: "posttrain.merge-complete.v1",
+      tool_version: "ckpt-merge/1",
+      request: {
+        mode: "avg",
+        experts: [{ source: "/experts/a/model.pt", size: 1, sha256: sha256Hex("a") }],
+        base: null,
+        lam: null,
+        iteration: 300,
+      },
+      files: [
+        { path: ARTIFACT_MANIFEST_FILE, size: manifestBytes.byteLength, sha256: sha256Hex(manifestBytes) },
+        { path: "model.pt", size: model.byteLength, sha256: sha256Hex(model) },
+      ],
+      diagnostics: {
+        location: "artifact",
+        path: "merge-diagnostics.json",
+        size: diag.length,
+        sha256: sha256Hex(diag),
+      },
+    }),
+  );
 }

@@ -9,14 +9,13 @@ import {
   parseArtifactManifest,
   readUploadedMarker,
   serializeArtifactManifest,
-  serializeMergeComplete,
   sha256Hex,
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { expect, it } from "vitest";
 import { commitArtifact, publishArtifact } from "../src/index.js";
-import { describeEachBackend, payload, tempDir, writeTree } from "./helpers.js";
+import { describeEachBackend, payload, tempDir, writeMergedArtifact, writeTree } from "./helpers.js";
 
 async function remoteBytes(store: ObjectStore, key: string): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -132,35 +131,7 @@ describeEachBackend("publishArtifact", (backend) => {
 
   it("archives the merge completion and the diagnostic it records inside the artifact", async () => {
     const dir = join(await tempDir(), "iter_000000300");
-    const model = payload("merged");
-    const diag = '{"deltas": []}\n';
-    await writeTree(dir, { "model.pt": model, "merge-diagnostics.json": diag, "notes.txt": "not archived" });
-    const committed = await commitArtifact(dir, { format: "consolidated", components: ["model"] });
-    const manifestBytes = await readFile(committed.manifestPath);
-    await writeFile(
-      join(dir, MERGE_COMPLETE_FILE),
-      serializeMergeComplete({
-        schema: "posttrain.merge-complete.v1",
-        tool_version: "ckpt-merge/1",
-        request: {
-          mode: "avg",
-          experts: [{ source: "/experts/a/model.pt", size: 1, sha256: sha256Hex("a") }],
-          base: null,
-          lam: null,
-          iteration: 300,
-        },
-        files: [
-          { path: ARTIFACT_MANIFEST_FILE, size: manifestBytes.byteLength, sha256: sha256Hex(manifestBytes) },
-          { path: "model.pt", size: model.byteLength, sha256: sha256Hex(model) },
-        ],
-        diagnostics: {
-          location: "artifact",
-          path: "merge-diagnostics.json",
-          size: diag.length,
-          sha256: sha256Hex(diag),
-        },
-      }),
-    );
+    await writeMergedArtifact(dir, { "notes.txt": "not archived" });
     const store = await backend().open(label());
     const report = await publishArtifact(dir, store);
     expect(report.inventory.map((f) => f.path)).toEqual([

@@ -1,18 +1,15 @@
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   ARCHIVE_DECLARATION_FILE,
   ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
   serializeArtifactManifest,
-  serializeMergeComplete,
-  sha256Hex,
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, type PublishEvent, publishArtifact } from "../src/index.js";
-import { describeEachBackend, payload, tempDir, writeTree } from "./helpers.js";
+import { describeEachBackend, payload, tempDir, writeMergedArtifact, writeTree } from "./helpers.js";
 
 /** A DCP artifact: two shards and a training state, so a release can be partial. */
 async function dcpArtifact(seed = "dcp"): Promise<string> {
@@ -201,35 +198,7 @@ describe("publish of a released artifact (memory call log)", () => {
 
   it("still refuses a missing record (not a payload) even under a matching receipt", async () => {
     const dir = join(await tempDir(), "iter_000000300");
-    const model = payload("merged");
-    const diag = '{"deltas": []}\n';
-    await writeTree(dir, { "model.pt": model, "merge-diagnostics.json": diag });
-    const committed = await commitArtifact(dir, { format: "consolidated", components: ["model"] });
-    const manifestBytes = await readFile(committed.manifestPath);
-    await writeFile(
-      join(dir, MERGE_COMPLETE_FILE),
-      serializeMergeComplete({
-        schema: "posttrain.merge-complete.v1",
-        tool_version: "ckpt-merge/1",
-        request: {
-          mode: "avg",
-          experts: [{ source: "/experts/a/model.pt", size: 1, sha256: sha256Hex("a") }],
-          base: null,
-          lam: null,
-          iteration: 300,
-        },
-        files: [
-          { path: ARTIFACT_MANIFEST_FILE, size: manifestBytes.byteLength, sha256: sha256Hex(manifestBytes) },
-          { path: "model.pt", size: model.byteLength, sha256: sha256Hex(model) },
-        ],
-        diagnostics: {
-          location: "artifact",
-          path: "merge-diagnostics.json",
-          size: diag.length,
-          sha256: sha256Hex(diag),
-        },
-      }),
-    );
+    await writeMergedArtifact(dir);
     const store = createMemoryStore();
     await publishArtifact(dir, store, { deleteLocal: true });
     await rm(join(dir, "merge-diagnostics.json"));
