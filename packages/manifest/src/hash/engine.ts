@@ -35,7 +35,8 @@ export interface HashOptions {
   concurrency?: number;
   /**
    * Read size of the calling thread's pipelined reads (two reused buffers). Default 4 MiB. Worker
-   * threads, used when several files are hashed, read 128 KiB at a time whatever this says.
+   * threads, used when several files are hashed or one is large (64 MiB+), read 128 KiB at a time
+   * whatever this says.
    */
   chunkSize?: number;
   onProgress?: (event: HashProgressEvent) => void;
@@ -240,9 +241,11 @@ export async function hashPlannedFiles(
 
   const totalBytes = files.reduce((sum, file) => sum + file.size, 0);
   const largest = files.reduce((max, file) => Math.max(max, file.size), 0);
-  // One lane: the calling thread, with pipelined reads. More lanes pay only for the bytes beyond
-  // the largest file; then every lane is a worker and the calling thread just coordinates, since
-  // on few cores its pipelined reads would take CPU from the hashing threads.
+  // More lanes pay only for the bytes beyond the largest file. Lanes are workers whenever there is
+  // more than one, or the largest file is big enough to repay a worker's start-up: a worker's small
+  // synchronous reads stay in L2 between the copy out of the page cache and the hash (measured: a
+  // quarter less CPU per GiB than the calling thread's pipelined 4 MiB reads, on par with openssl).
+  // Small single files stay on the calling thread, where a worker's start-up would dominate.
   const lanes = Math.max(
     1,
     Math.min(
@@ -251,7 +254,7 @@ export async function hashPlannedFiles(
       1 + Math.floor((totalBytes - largest) / Math.max(1, tuning.workerMinBytes)),
     ),
   );
-  const workerCount = lanes > 1 ? lanes : 0;
+  const workerCount = lanes > 1 || largest >= tuning.workerMinBytes ? lanes : 0;
   const order = files.map((_, index) => index).sort((a, b) => files[b]!.size - files[a]!.size);
   const results: FileDigest[] = new Array(files.length);
 
