@@ -99,6 +99,11 @@ export function runNode(
     });
     child.on("exit", () => {
       exited = true;
+      // A grandchild holding the pipes would delay "close" forever: stop waiting for them.
+      setTimeout(() => {
+        child.stdout.destroy();
+        child.stderr.destroy();
+      }, 2_000).unref();
     });
     // "close" comes after "exit" and after both pipes are drained: the process is reaped.
     child.on("close", (code, signal) => {
@@ -175,6 +180,8 @@ export interface CrashSuite {
   /** Bound of the whole suite; running out before `kills` fails. Default 240 s. */
   readonly budgetMs?: number;
   readonly log?: (line: string) => void;
+  /** Called for every attempt, killed or not: where it was aimed (for replay checks). */
+  readonly onAttempt?: (aim: { attempt: number; fraction: number; atMs: number; killed: boolean }) => void;
 }
 
 export interface CrashReport {
@@ -289,11 +296,16 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     let killsInRound = 0;
     let previous: CompletionContext["previous"] = "fresh";
     for (let k = 0; k < killsPerRound && kills < suite.kills; k++) {
-      if (++attempts > maxAttempts) fail("suite", `gave up after ${attempts} attempts with ${kills} kills`);
+      if (++attempts > maxAttempts)
+        fail("suite", `gave up after ${attempts} attempts with ${kills} kills in ${rounds} rounds`);
       if (Date.now() - began > budgetMs)
-        fail("suite", `time budget ${budgetMs} ms spent with ${kills} kills`);
+        fail(
+          "suite",
+          `time budget ${budgetMs} ms spent with ${kills} kills in ${attempts} attempts, ${rounds} rounds (run ${windowMs.toFixed(0)} ms)`,
+        );
       const { fraction, atMs, early } = aim();
       const result = await runNode(command, { killAtMs: atMs, timeoutMs: runTimeoutMs });
+      suite.onAttempt?.({ attempt: attempts, fraction, atMs, killed: result.killed });
       const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms)`;
       if (result.killed) {
         if (early) earlyKills++;
