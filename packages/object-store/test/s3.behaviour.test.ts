@@ -228,6 +228,35 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
     expect(server.requests[0]?.headers["if-none-match"]).toBe("*");
   });
 
+  it("a connection reset mid-body reaches the reader as a transient ObjectStoreError, not a bare errno", async () => {
+    const server = await fakeS3((_req, res) => {
+      res.writeHead(200, { "content-length": "1048576", etag: '"abc"' });
+      res.write(Buffer.alloc(4096, 7));
+      setTimeout(() => res.socket?.resetAndDestroy(), 20);
+    });
+    const s = createS3Store({
+      bucket: "b",
+      prefix: "",
+      credentials: fakeCredentials,
+      endpoint: server.url,
+      retry: noWait,
+      env: {},
+    });
+    const body = await s.get("model.pt");
+    const drained = (async () => {
+      for await (const _chunk of body) {
+        // read until the connection breaks
+      }
+    })();
+    await expect(drained).rejects.toMatchObject({
+      name: "ObjectStoreError",
+      code: "STORE_TRANSIENT",
+      kind: "transient",
+      subject: "s3://b/model.pt",
+      message: expect.stringContaining("after 4096 bytes"),
+    });
+  });
+
   it("a 501 to If-None-Match fails closed with STORE_CONDITIONAL_UNSUPPORTED", async () => {
     const server = await fakeS3((_req, res) => sendXmlError(res, 501, "NotImplemented"));
     const s = createS3Store({

@@ -1,4 +1,4 @@
-import { Readable } from "node:stream";
+import { PassThrough, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import type { GetOptions, ObjectInfo } from "../types.js";
 
@@ -60,11 +60,41 @@ export async function remoteGet(
   validateRange(subject, range);
   if (range === undefined || range.end !== range.start) {
     const opened = await open(range?.start, range?.end === undefined ? undefined : range.end - 1);
-    if (opened !== "unsatisfiable") return opened;
+    if (opened !== "unsatisfiable") return codedBody(subject, opened);
   }
   const info = await head();
   if (info === undefined) throw noSuchObject(subject);
   const { start, end } = resolveRange(subject, range, info.size);
   if (start !== end) throw pastTheEnd(subject, start, info.size);
   return Readable.from([]);
+}
+
+/**
+ * The body of a remote get, whose failures while streaming (a connection reset or a stall cut by
+ * the socket) reach the reader as a transient `ObjectStoreError` naming the object and how many
+ * bytes had arrived, instead of a bare errno the caller cannot classify. A consumer that stops
+ * reading early (destroying the returned stream) releases the connection.
+ */
+export function codedBody(subject: string, body: Readable): Readable {
+  let received = 0;
+  const out = new PassThrough();
+  body.on("data", (chunk: Uint8Array) => {
+    received += chunk.length;
+  });
+  body.on("error", (error) => {
+    out.destroy(
+      error instanceof ObjectStoreError
+        ? error
+        : new ObjectStoreError(
+            "STORE_TRANSIENT",
+            `get ${subject}: the connection broke after ${received} bytes (${(error as NodeJS.ErrnoException).code ?? error.message}). Retry: a resumable fetch continues from the bytes that arrived.`,
+            { kind: "transient", subject, cause: error },
+          ),
+    );
+  });
+  out.once("close", () => {
+    if (!body.destroyed) body.destroy();
+  });
+  body.pipe(out);
+  return out;
 }
