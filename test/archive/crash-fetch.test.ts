@@ -59,7 +59,7 @@ describe("ckpt artifact fetch under SIGKILL (file://)", () => {
     const report = await runCrashSuite({
       seed,
       kills,
-      killsPerRound: 5,
+      killsPerRound: 8,
       startup: cli(["--version"]),
       command: () => cli(["artifact", "fetch", "--artifact-uri", archiveUri, "--dst", stageRoot, "--json"]),
       prepare: async (round) => {
@@ -87,7 +87,7 @@ describe("ckpt artifact fetch under SIGKILL (file://)", () => {
         await assertForeignIntact(stageRoot, foreignBefore);
         expect(await snapshotTree(join(tmp.dir, "remote"))).toEqual(archiveSnapshot);
       },
-      budgetMs: 280_000,
+      budgetMs: 420_000,
       log: (line) => console.log(line),
     });
     console.log(`fetch crash states: ${JSON.stringify(states)}`);
@@ -98,5 +98,5 @@ describe("ckpt artifact fetch under SIGKILL (file://)", () => {
       .filter(([label]) => label !== "absent" && label !== "no-record")
       .reduce((sum, [, n]) => sum + n, 0);
     expect(staged).toBeGreaterThan(0);
-  }, 300_000);
+  }, 450_000);
 });

@@ -81,7 +81,7 @@ async function runPublishSuite(
   const report = await runCrashSuite({
     seed,
     kills: suiteKills,
-    killsPerRound: 5,
+    killsPerRound: 8,
     // Most kills land after the CLI's start-up (~1 s of module loading), where the work is.
     startup: cli(["--version"]),
     command: (r) =>
@@ -120,7 +120,7 @@ async function runPublishSuite(
       states.leftoverProbes = Math.max(states.leftoverProbes ?? 0, remote.probes);
       lastState = { committed: true, receipt: true };
     },
-    budgetMs: 280_000,
+    budgetMs: 420_000,
     log: (line) => console.log(line),
   });
   console.log(`publish crash states (remote/receipt): ${JSON.stringify(states)}`);
@@ -165,7 +165,7 @@ describe("ckpt artifact publish under SIGKILL", () => {
       },
       kills,
     );
-  }, 300_000);
+  }, 450_000);
 
   it(`real S3: keeps the archive invariants across ${S3_KILLS} kills (seed ${seed})`, async () => {
     const env = s3TestEnv();
@@ -205,5 +205,5 @@ describe("ckpt artifact publish under SIGKILL", () => {
     } finally {
       await cleanup();
     }
-  }, 300_000);
+  }, 450_000);
 });

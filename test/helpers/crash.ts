@@ -191,7 +191,7 @@ export interface CrashReport {
   /** Runs that exited before their kill instant (counted as completions, not kills). */
   readonly exitedBeforeKill: number;
   readonly completions: number;
-  /** Median uninterrupted run time that set the kill window [0, windowMs]. */
+  /** Median uninterrupted run time (of the last five from fresh state) at the end of the suite. */
   readonly windowMs: number;
   /** Median start-up time (0 without a `startup` command). */
   readonly startupMs: number;
@@ -250,7 +250,10 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
   }
   const median = (values: number[]) =>
     [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
-  const windowMs = median(durations);
+  // The run time D follows the machine: the median of the last uninterrupted runs from fresh
+  // state (calibration, then every first attempt of a round that finished before its kill).
+  const fresh = [...durations];
+  let windowMs = median(fresh);
   let startupMs = 0;
   if (suite.startup !== undefined) {
     const starts: number[] = [];
@@ -277,7 +280,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     if (suite.startup === undefined) return { fraction, atMs: fraction * windowMs, early: true };
     return early
       ? { fraction, atMs: fraction * startupMs, early }
-      : { fraction, atMs: workFrom + fraction * (windowMs - workFrom), early };
+      : { fraction, atMs: workFrom + fraction * Math.max(50, windowMs - workFrom), early };
   };
 
   const states: Record<string, number> = {};
@@ -321,6 +324,10 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       }
       // It finished before the kill instant: that is a completion of the round.
       mustSucceed(where, result);
+      if (previous === "fresh") {
+        fresh.push(result.ms);
+        windowMs = median(fresh.slice(-5));
+      }
       await suite
         .afterCompletion({ seed: suite.seed, round, killsInRound, previous, result })
         .catch((e) => fail(where, e));
