@@ -13,18 +13,15 @@ import {
   artifactPayloadFiles,
   writeFileAtomic,
   writeRecordFile,
+  concurrencyOf,
+  mapPool,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
-import {
-  concurrencyOf,
-  DEFAULT_HEAD_CONCURRENCY,
-  DEFAULT_UPLOAD_CONCURRENCY,
-  mapPool,
-} from "./internal/pool.js";
+import { DEFAULT_HEAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
 import { createAndConfirm, probeConditionalCreate, readObject, storeCall } from "./internal/remote.js";
 import {
   describeProblems,

@@ -231,3 +231,6 @@ export {
   sha256Hex,
 } from "./hash/hash.js";
 export type { FileDigest, HashOptions, HashProgressEvent } from "./hash/engine.js";
+
+// --- bounded concurrency shared by the archive packages
+export { MAX_CONCURRENCY, concurrencyOf, mapPool } from "./concurrency.js";

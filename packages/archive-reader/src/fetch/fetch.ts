@@ -16,12 +16,13 @@ import {
   type StagedRecord,
   writeFileAtomic,
   writeRecordFile,
+  mapPool,
 } from "@ckpt/manifest";
 import { type ObjectInfo, type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { checkDcpDirectory } from "@ckpt/tensors";
 import { ArchiveReaderError } from "../errors.js";
 import { EventChannel } from "../internal/channel.js";
-import { abortedError, mapPool } from "../internal/pool.js";
+import { abortedError } from "../internal/pool.js";
 import {
   type FetchPlan,
   type FetchTarget,

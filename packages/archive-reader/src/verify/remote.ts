@@ -1,5 +1,6 @@
+import { mapPool } from "@ckpt/manifest";
 import type { ObjectInfo, ObjectStore } from "@ckpt/object-store";
-import { abortedError, DEFAULT_HEAD_CONCURRENCY, mapPool } from "../internal/pool.js";
+import { abortedError, DEFAULT_HEAD_CONCURRENCY } from "../internal/pool.js";
 
 /** What a HEAD found for one expected object. */
 export type RemoteObjectStatus = "ok" | "missing" | "size_mismatch" | "digest_mismatch" | "digest_absent";

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { concurrencyOf, MAX_CONCURRENCY, mapPool } from "../src/internal/pool.js";
+import { concurrencyOf, MAX_CONCURRENCY, mapPool } from "./concurrency.js";
 
 describe("concurrencyOf (pure)", () => {
   it("takes the default for no number, and rounds down and clamps any other", () => {
