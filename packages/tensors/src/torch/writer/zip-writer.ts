@@ -79,10 +79,12 @@ export class ZipStreamWriter {
     let crc = 0;
     let written = 0;
     for await (const chunk of chunks) {
-      crc = crc32(chunk, crc);
       written += chunk.length;
       if (written > size) return written;
-      await this.write(chunk);
+      // The write runs on the thread pool; the CRC of the same (unchanged) bytes overlaps it here.
+      const writing = this.write(chunk);
+      crc = crc32(chunk, crc);
+      await writing;
     }
     const descriptor = Buffer.alloc(zip64 ? 24 : 16);
     descriptor.writeUInt32LE(0x08074b50, 0);
