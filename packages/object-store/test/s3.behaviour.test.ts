@@ -196,6 +196,19 @@ const fakeCredentials = {
   region_name: "us-east-1",
 };
 
+/** An S3 store on a loopback fake with fast retries; a test overrides only what it varies. */
+function storeOn(server: { url: string }, overrides: Partial<Parameters<typeof createS3Store>[0]> = {}) {
+  return createS3Store({
+    bucket: "b",
+    prefix: "",
+    credentials: fakeCredentials,
+    endpoint: server.url,
+    retry: noWait,
+    env: {},
+    ...overrides,
+  });
+}
+
 async function fakeS3(respond: Parameters<typeof startRecordingServer>[0]) {
   const server = await startRecordingServer(respond);
   onTestFinished(() => server.close());
@@ -208,14 +221,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
       if (req.method === "PUT") return sendXmlError(res, 412, "PreconditionFailed");
       res.writeHead(404).end();
     });
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "p",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server, { prefix: "p" });
     await expect(s.createIfAbsent("decl.json", Buffer.from("{}"))).rejects.toMatchObject({
       name: "ObjectStoreError",
       code: "STORE_PRECONDITION_UNCONFIRMED",
@@ -234,14 +240,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
       res.write(Buffer.alloc(4096, 7));
       setTimeout(() => res.socket?.resetAndDestroy(), 20);
     });
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server);
     const body = await s.get("model.pt");
     const drained = (async () => {
       for await (const _chunk of body) {
@@ -259,14 +258,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
 
   it("a 501 to If-None-Match fails closed with STORE_CONDITIONAL_UNSUPPORTED", async () => {
     const server = await fakeS3((_req, res) => sendXmlError(res, 501, "NotImplemented"));
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server);
     await expect(s.createIfAbsent("x", Buffer.from("1"))).rejects.toMatchObject({
       code: "STORE_CONDITIONAL_UNSUPPORTED",
       kind: "refused",
@@ -282,14 +274,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
       if (calls === 2) return sendXmlError(res, 503, "SlowDown");
       res.writeHead(200, { etag: '"abc"' }).end();
     });
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server);
     const info = await s.put("k", Buffer.from("data"));
     expect(info.etag).toBe('"abc"');
     expect(server.requests.map((r) => r.method)).toEqual(["PUT", "PUT", "PUT"]);
@@ -302,28 +287,14 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
       if (calls === 1) return void raw.socket.destroy();
       res.writeHead(200).end();
     });
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server);
     await s.put("k", Buffer.from("data"));
     expect(calls).toBe(2);
   });
 
   it("does not retry 403; the message names the object and no secret", async () => {
     const server = await fakeS3((_req, res) => sendXmlError(res, 403, "SignatureDoesNotMatch"));
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "p",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server, { prefix: "p" });
     const error = await s.head("k").catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "STORE_ACCESS_DENIED", subject: "s3://b/p/k" });
     expect(String((error as Error).message)).toContain("s3://b/p/k");
@@ -333,15 +304,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
 
   it("times out a silent server per attempt (STORE_TIMEOUT) and honours an abort signal (STORE_ABORTED)", async () => {
     const server = await fakeS3(() => {});
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: { retries: 1, sleep: async () => {} },
-      timeoutMs: 150,
-      env: {},
-    });
+    const s = storeOn(server, { retry: { retries: 1, sleep: async () => {} }, timeoutMs: 150 });
     await expect(s.head("k")).rejects.toMatchObject({ code: "STORE_TIMEOUT", kind: "transient" });
     expect(server.requests).toHaveLength(2);
     const controller = new AbortController();
@@ -355,14 +318,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
     onTestFinished(rmDir);
     await writeFile(join(dir, "f"), "streamed");
     const server = await fakeS3((_req, res) => sendXmlError(res, 400, "InvalidRequest"));
-    const s = createS3Store({
-      bucket: "b",
-      prefix: "",
-      credentials: fakeCredentials,
-      endpoint: server.url,
-      retry: noWait,
-      env: {},
-    });
+    const s = storeOn(server);
     const warn = vi.spyOn(console, "warn");
     onTestFinished(() => warn.mockRestore());
     await expect(s.put("f", { path: join(dir, "f") })).rejects.toMatchObject({
