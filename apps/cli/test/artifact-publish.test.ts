@@ -32,20 +32,15 @@ describe("artifactDestinationUri", () => {
   });
 });
 
+/** `ckpt artifact publish` of `dir` to `bucket` under a checkpoints upload prefix. */
+function publishArgs(dir: string, bucket: string, uploadPrefix = PREFIX): string[] {
+  return ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", uploadPrefix, "--bucket", bucket];
+}
+
 describe("ckpt artifact publish", () => {
   it("publishes to file://, then skips; JSON report on stdout", async () => {
     const { root, dir, env } = await setup();
-    const args = [
-      "artifact",
-      "publish",
-      "--artifact-dir",
-      dir,
-      "--upload-prefix",
-      PREFIX,
-      "--bucket",
-      `file://${root}/archive`,
-      "--json",
-    ];
+    const args = [...publishArgs(dir, `file://${root}/archive`), "--json"];
     const first = captureIo({ env });
     expect(await runCli(args, first.io)).toBe(0);
     const report = JSON.parse(first.out());
@@ -86,16 +81,7 @@ describe("ckpt artifact publish", () => {
 
   it("skips a re-publish after --delete-local, and exits 1 once the archived payload is gone", async () => {
     const { root, dir, env } = await setup();
-    const args = [
-      "artifact",
-      "publish",
-      "--artifact-dir",
-      dir,
-      "--upload-prefix",
-      PREFIX,
-      "--bucket",
-      `file://${root}/archive`,
-    ];
+    const args = publishArgs(dir, `file://${root}/archive`);
     expect(await runCli([...args, "--delete-local"], captureIo({ env }).io)).toBe(0);
     const again = captureIo({ env });
     expect(await runCli(args, again.io)).toBe(0);
@@ -114,30 +100,10 @@ describe("ckpt artifact publish", () => {
   it("exits 1 and names the remedy when the destination holds other contents", async () => {
     const a = await setup("first");
     const archive = `file://${a.root}/archive`;
-    expect(
-      await runCli(
-        ["artifact", "publish", "--artifact-dir", a.dir, "--upload-prefix", PREFIX, "--bucket", archive],
-        captureIo({ env: a.env }).io,
-      ),
-    ).toBe(0);
+    expect(await runCli(publishArgs(a.dir, archive), captureIo({ env: a.env }).io)).toBe(0);
     const b = await setup("second");
     const c = captureIo({ env: b.env });
-    expect(
-      await runCli(
-        [
-          "artifact",
-          "publish",
-          "--artifact-dir",
-          b.dir,
-          "--upload-prefix",
-          PREFIX,
-          "--bucket",
-          archive,
-          "--json",
-        ],
-        c.io,
-      ),
-    ).toBe(1);
+    expect(await runCli([...publishArgs(b.dir, archive), "--json"], c.io)).toBe(1);
     const error = JSON.parse(c.out()).error;
     expect(error.code).toBe("PUBLISH_REMOTE_CONFLICT");
     expect(error.message).toContain("another destination");
@@ -146,21 +112,7 @@ describe("ckpt artifact publish", () => {
   it("exits 2 for a prefix that is not a checkpoints prefix, or without any bucket", async () => {
     const { root, dir, env } = await setup();
     const bad = captureIo({ env });
-    expect(
-      await runCli(
-        [
-          "artifact",
-          "publish",
-          "--artifact-dir",
-          dir,
-          "--upload-prefix",
-          "a/b/run",
-          "--bucket",
-          `file://${root}/x`,
-        ],
-        bad.io,
-      ),
-    ).toBe(2);
+    expect(await runCli(publishArgs(dir, `file://${root}/x`, "a/b/run"), bad.io)).toBe(2);
     expect(bad.err()).toContain("checkpoints");
     const none = captureIo({ env });
     expect(
@@ -171,16 +123,7 @@ describe("ckpt artifact publish", () => {
 
   it("takes --upload-concurrency from 1 to 64 and refuses anything else with exit 2", async () => {
     const { root, dir, env } = await setup();
-    const args = [
-      "artifact",
-      "publish",
-      "--artifact-dir",
-      dir,
-      "--upload-prefix",
-      PREFIX,
-      "--bucket",
-      `file://${root}/archive`,
-    ];
+    const args = publishArgs(dir, `file://${root}/archive`);
     for (const bad of ["0", "65", "2.5", "many"]) {
       const c = captureIo({ env });
       expect(await runCli([...args, "--upload-concurrency", bad], c.io), bad).toBe(2);
