@@ -176,6 +176,30 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     expect(await snapshotTree(root)).toEqual(before);
   });
 
+  it("treats a killed first record write (only its abandoned temporary left) as its own, and fetches", async () => {
+    const store = await makeStore("killed-record");
+    await putArchive(store, makeArtifact());
+    const root = await dst();
+    const stagedDir = join(root, "iter_000000300");
+    await mkdir(stagedDir, { recursive: true });
+    await writeFile(join(stagedDir, "..staged.json.tmp-999999999-0123456789ab"), '{"schema":');
+    await fetchArtifact(store, root);
+    expect((await readStagedRecord(join(stagedDir, ".staged.json"))).complete).toBe(true);
+    expect((await readdir(stagedDir)).some((name) => name.includes(".tmp-"))).toBe(false);
+  });
+
+  it("still refuses a directory whose leftover temporary belongs to another file", async () => {
+    const store = await makeStore("other-temporary");
+    await putArchive(store, makeArtifact());
+    const root = await dst();
+    const stagedDir = join(root, "iter_000000300");
+    await mkdir(stagedDir, { recursive: true });
+    await writeFile(join(stagedDir, ".notes.txt.tmp-999999999-0123456789ab"), "someone else's");
+    const before = await snapshotTree(root);
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_STAGE_FOREIGN" });
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+
   it("replaces its own copy of another source, removing only the files its record names", async () => {
     const first = await makeStore("source-a");
     await putArchive(first, makeArtifact({ trainer: bytes(100, 3) }));

@@ -12,6 +12,7 @@ import {
   readStagedRecord,
   resolveInside,
   STAGED_RECORD_FILE,
+  removeTemporaries,
   STAGED_RECORD_RECORD,
   type StagedRecord,
   writeFileAtomic,
@@ -155,6 +156,9 @@ async function scanLocal(
       { kind: "refused", subject: stagedDir },
     );
   }
+  // A kill while the ownership record was being written leaves its temporary (writeFileAtomic's
+  // name, a writer that is gone): this tool's own file, removed before ownership is judged.
+  await removeTemporaries(stagedDir, { target: STAGED_RECORD_FILE });
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const dirent of await readdir(dir, { withFileTypes: true })) {
       const path = rel === "" ? dirent.name : `${rel}/${dirent.name}`;

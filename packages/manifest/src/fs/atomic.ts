@@ -259,6 +259,8 @@ export interface RemoveTemporariesOptions {
    * (for example on a shared filesystem after every trainer has stopped).
    */
   isAbandoned?: (temp: TemporaryFile) => boolean;
+  /** Only temporaries meant to become this file name (e.g. one record), leaving every other alone. */
+  target?: string;
 }
 
 /** Removes abandoned temporaries of this tool directly inside `dir`; returns the removed ones. */
@@ -269,6 +271,7 @@ export async function removeTemporaries(
   const isAbandoned = options.isAbandoned ?? ((temp: TemporaryFile) => !processIsAlive(temp.pid));
   const removed: TemporaryFile[] = [];
   for (const temp of await findTemporaries(dir)) {
+    if (options.target !== undefined && temp.target !== options.target) continue;
     if (!isAbandoned(temp)) continue;
     try {
       // Only regular files: something else with this name was not made by writeFileAtomic.
