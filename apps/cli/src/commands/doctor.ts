@@ -1,4 +1,4 @@
-import { openStore, type QualificationReport, qualify } from "@ckpt/object-store";
+import type { QualificationReport } from "@ckpt/object-store";
 import { table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
@@ -57,6 +57,7 @@ export const doctorCommand: CkptCommand<DoctorArgs> = {
         "qualify a shared filesystem, report as JSON",
       ),
   async run(args) {
+    const { openStore, qualify } = await import("@ckpt/object-store");
     const store = await openStore(args.uri, {
       ...(args.credentials === undefined ? {} : { credentials: args.credentials }),
     });

@@ -1,4 +1,4 @@
-import { type InspectReport, inspectPath } from "@ckpt/tensors";
+import type { InspectReport } from "@ckpt/tensors";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
@@ -49,6 +49,7 @@ export const inspectCommand: CkptCommand<InspectArgs> = {
         "the same for a sharded directory, with hashes, as JSON",
       ),
   async run(args) {
+    const { inspectPath } = await import("@ckpt/tensors");
     const report = await inspectPath(args.path, { sha256: args.sha256 });
     return { exitCode: 0, report: { ok: true, ...report }, human: renderInspect(report, args.sha256) };
   },

@@ -1,4 +1,4 @@
-import { type CommitEvent, commitArtifactIter } from "@ckpt/archive-publisher";
+import type { CommitEvent } from "@ckpt/archive-publisher";
 import { CHECKPOINT_FORMATS, type CheckpointFormat, type LogicalComponent } from "@ckpt/manifest";
 import { UsageError } from "../../errors.js";
 import { createProgress } from "../../progress.js";
@@ -41,6 +41,7 @@ export const commitCommand: CkptCommand<CommitArgs> = {
         "commit DCP shards and trainer state, report as JSON",
       ),
   async run(args, io) {
+    const { commitArtifactIter } = await import("@ckpt/archive-publisher");
     if (args.iteration !== undefined && (!Number.isSafeInteger(args.iteration) || args.iteration < 0)) {
       throw new UsageError(`--iteration ${args.iteration} is not a non-negative integer.`);
     }

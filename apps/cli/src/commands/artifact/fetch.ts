@@ -1,5 +1,4 @@
-import { type FetchReport, fetchArtifactIter } from "@ckpt/archive-reader";
-import { openStore } from "@ckpt/object-store";
+import type { FetchReport } from "@ckpt/archive-reader";
 import { createProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
@@ -39,6 +38,10 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
         ),
     ),
   async run(args, io) {
+    const [{ fetchArtifactIter }, { openStore }] = await Promise.all([
+      import("@ckpt/archive-reader"),
+      import("@ckpt/object-store"),
+    ]);
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
     const progress = createProgress(io, "fetch", { quiet: args.quiet });

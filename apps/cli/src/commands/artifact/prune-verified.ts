@@ -1,5 +1,4 @@
-import { loadCredentials } from "@ckpt/object-store";
-import { type PruneReport, pruneVerified } from "@ckpt/retention";
+import type { PruneReport } from "@ckpt/retention";
 import { UsageError } from "../../errors.js";
 import { createProgress } from "../../progress.js";
 import { formatBytes, table } from "../../render.js";
@@ -47,6 +46,10 @@ export const pruneVerifiedCommand: CkptCommand<PruneArgs> = {
         ),
     ),
   async run(args, io) {
+    const [{ loadCredentials }, { pruneVerified }] = await Promise.all([
+      import("@ckpt/object-store"),
+      import("@ckpt/retention"),
+    ]);
     const paths = args.paths
       .split(",")
       .map((p) => p.trim())

@@ -1,7 +1,6 @@
 import { basename } from "node:path";
-import { type PublishEvent, publishArtifactIter } from "@ckpt/archive-publisher";
+import type { PublishEvent } from "@ckpt/archive-publisher";
 import { artifactPrefixFor, parseIterDir } from "@ckpt/manifest";
-import { openStore } from "@ckpt/object-store";
 import { UsageError } from "../../errors.js";
 import { createProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
@@ -67,6 +66,10 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         "archive to a shared filesystem, then free the local payloads",
       ),
   async run(args, io) {
+    const [{ publishArtifactIter }, { openStore }] = await Promise.all([
+      import("@ckpt/archive-publisher"),
+      import("@ckpt/object-store"),
+    ]);
     const dir = args["artifact-dir"];
     const iteration = parseIterDir(basename(dir.endsWith("/") ? dir.slice(0, -1) : dir));
     if (iteration === undefined) {

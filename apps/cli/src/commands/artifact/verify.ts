@@ -1,5 +1,4 @@
-import { readReceipt, type VerifyReport, verifyReceipt } from "@ckpt/archive-reader";
-import { formatStoreUri, openStore } from "@ckpt/object-store";
+import type { VerifyReport } from "@ckpt/archive-reader";
 import { table } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
@@ -39,6 +38,10 @@ export const verifyCommand: CkptCommand<VerifyArgs> = {
         ),
     ),
   async run(args, io) {
+    const [{ readReceipt, verifyReceipt }, { formatStoreUri, openStore }] = await Promise.all([
+      import("@ckpt/archive-reader"),
+      import("@ckpt/object-store"),
+    ]);
     const { marker } = await readReceipt(args.artifactDir);
     const { scheme, bucket, prefix } = marker.destination;
     // The destination is recomputed from the receipt and the supplied credentials' endpoint;

@@ -1,4 +1,4 @@
-import { copyPrefixIter, openStore, type TransferEvent, type TransferReport } from "@ckpt/object-store";
+import type { TransferEvent, TransferReport } from "@ckpt/object-store";
 import { createProgress, type Progress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
@@ -56,6 +56,7 @@ export const copyCommand: CkptCommand<CopyArgs> = {
         ),
     ),
   async run(args, io) {
+    const { copyPrefixIter, openStore } = await import("@ckpt/object-store");
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const open = (uri: string) => openStore(uri, credentials === undefined ? {} : { credentials });
     const src = await open(args.srcUri);

@@ -1,4 +1,3 @@
-import { downloadPrefixIter, openStore } from "@ckpt/object-store";
 import { createProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
@@ -35,6 +34,7 @@ export const downloadCommand: CkptCommand<DownloadArgs> = {
         ),
     ),
   async run(args, io) {
+    const { downloadPrefixIter, openStore } = await import("@ckpt/object-store");
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.uri, credentials === undefined ? {} : { credentials });
     const events = downloadPrefixIter(store, "", args.localDir);
