@@ -40,6 +40,17 @@ export interface TorchFile {
   readonly tensors: readonly TorchTensorEntry[];
   /** The tensor's elements, contiguous row-major little-endian (a copy for strided views). */
   readTensor(entry: TorchTensorEntry, into?: Uint8Array): Promise<Uint8Array>;
+  /**
+   * `length` bytes of a contiguous tensor's elements starting `start` bytes in, with one positioned
+   * read, so a large tensor can be streamed in pieces. A strided tensor is refused
+   * (`TORCH_RANGE_NOT_CONTIGUOUS`): read it whole with `readTensor`.
+   */
+  readTensorRange(
+    entry: TorchTensorEntry,
+    start: number,
+    length: number,
+    into?: Uint8Array,
+  ): Promise<Uint8Array>;
   close(): Promise<void>;
 }
 
@@ -229,20 +240,57 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
     return into.subarray(0, length);
   };
 
+  const memberOf = (entry: TorchTensorEntry): ZipMember => {
+    const member = storageMembers.get(entry.storageKey);
+    if (!member || !known.has(entry)) {
+      throw fileError(
+        "TORCH_UNKNOWN_TENSOR",
+        file,
+        `tensor ${truncateForMessage(entry.name)} is not from this file`,
+        entry.name,
+      );
+    }
+    return member;
+  };
+
   return {
     prefix,
     root,
     tensors,
-    async readTensor(entry, into) {
-      const member = storageMembers.get(entry.storageKey);
-      if (!member || !known.has(entry)) {
+    async readTensorRange(entry, start, length, into) {
+      const member = memberOf(entry);
+      if (!entry.contiguous && entry.byteLength > 0) {
         throw fileError(
-          "TORCH_UNKNOWN_TENSOR",
+          "TORCH_RANGE_NOT_CONTIGUOUS",
           file,
-          `tensor ${truncateForMessage(entry.name)} is not from this file`,
+          `tensor ${truncateForMessage(entry.name)} is a strided view; read it whole with readTensor`,
           entry.name,
         );
       }
+      if (
+        !Number.isSafeInteger(start) ||
+        !Number.isSafeInteger(length) ||
+        start < 0 ||
+        length < 0 ||
+        start + length > entry.byteLength
+      ) {
+        throw new TensorsError(
+          "TORCH_RANGE_OUTSIDE_TENSOR",
+          `read tensor ${truncateForMessage(entry.name)} of ${file}: ${length} bytes at ${start} are outside its ${entry.byteLength} bytes`,
+          { file, tensor: entry.name, kind: "failed" },
+        );
+      }
+      if (into && into.length < length) {
+        throw new TensorsError(
+          "TORCH_BUFFER_TOO_SMALL",
+          `read tensor ${truncateForMessage(entry.name)} of ${file}: buffer of ${into.length} bytes; needs ${length}`,
+          { file, tensor: entry.name, kind: "failed" },
+        );
+      }
+      return storageBytes(member, entry.storageOffset * dtypeSize(entry.dtype) + start, length, into);
+    },
+    async readTensor(entry, into) {
+      const member = memberOf(entry);
       if (into && into.length < entry.byteLength) {
         throw new TensorsError(
           "TORCH_BUFFER_TOO_SMALL",

@@ -105,6 +105,40 @@ describe("files written by torch.save are read bit-identical", () => {
     });
     await file.close();
   });
+
+  test("readTensorRange streams a contiguous tensor in pieces and refuses strided views", async () => {
+    const file = await open(join(dir, "layouts.pt"));
+    let pieces = 0;
+    for (const entry of file.tensors.filter((t) => t.contiguous && t.byteLength > 0)) {
+      const whole = await file.readTensor(entry);
+      const step = Math.max(1, Math.ceil(entry.byteLength / 3));
+      const parts: Uint8Array[] = [];
+      for (let start = 0; start < entry.byteLength; start += step) {
+        const length = Math.min(step, entry.byteLength - start);
+        parts.push((await file.readTensorRange(entry, start, length)).slice());
+        pieces++;
+      }
+      expect(Buffer.concat(parts)).toEqual(Buffer.from(whole));
+    }
+    expect(pieces).toBeGreaterThan(3);
+    const offset = file.tensors.find((t) => t.name === "net.offset")!;
+    const into = new Uint8Array(64);
+    const tail = await file.readTensorRange(offset, 2, offset.byteLength - 2, into);
+    expect(tail.buffer).toBe(into.buffer);
+    expect(Buffer.from(tail)).toEqual(Buffer.from((await file.readTensor(offset)).subarray(2)));
+    const strided = file.tensors.find((t) => t.name === "net.transposed")!;
+    await expect(file.readTensorRange(strided, 0, 2)).rejects.toMatchObject({
+      code: "TORCH_RANGE_NOT_CONTIGUOUS",
+      tensor: "net.transposed",
+    });
+    await expect(file.readTensorRange(offset, 1, offset.byteLength)).rejects.toMatchObject({
+      code: "TORCH_RANGE_OUTSIDE_TENSOR",
+    });
+    await expect(file.readTensorRange(offset, 0, 4, new Uint8Array(3))).rejects.toMatchObject({
+      code: "TORCH_BUFFER_TOO_SMALL",
+    });
+    await file.close();
+  });
 });
 
 describe("zip variants torch.load accepts", () => {
