@@ -1,0 +1,85 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code this package raises; documented in docs/trainer-checkpoint-manager.md ("Errors"). */
+export const MANAGER_ERROR_CODES = [
+  // configuration
+  "MANAGER_CONFIG_INVALID",
+  "MANAGER_CONFIG_CONFLICT",
+  "MANAGER_BAD_ARGUMENT",
+  // layout and attempts
+  "MANAGER_RUN_TS_REQUIRED",
+  "MANAGER_LAYOUT_FAILED",
+  // saving
+  "MANAGER_SAVE_REFUSED",
+  "MANAGER_CHECKPOINT_EXISTS",
+  "MANAGER_ARTIFACT_COMMITTED",
+  "MANAGER_COMPONENT_MISSING",
+  "MANAGER_COMPONENT_CONFLICT",
+  "MANAGER_SESSION_INVALID",
+  "MANAGER_COMMIT_FAILED",
+  "MANAGER_ASYNC_SAVE_FAILED",
+  "MANAGER_ASYNC_DCP_BULK",
+  // resume
+  "MANAGER_RESUME_NOT_FOUND",
+  "MANAGER_RESUME_INCOMPLETE",
+  "MANAGER_RESUME_POINTER_INVALID",
+  "MANAGER_COLD_RESTART_OVER_ARTIFACT",
+  "MANAGER_RESUME_BEHIND_ARTIFACT",
+  "MANAGER_RESUME_ITERATION_UNKNOWN",
+  "MANAGER_RESUME_PIN_MISMATCH",
+  "MANAGER_RESUME_PIN_UNAVAILABLE",
+  // validation transaction
+  "MANAGER_VALIDATION_STATE",
+  "MANAGER_PUBLICATION_FAILED",
+  // multi-role
+  "MANAGER_ROLES_MISMATCH",
+  // direct object-store primary
+  "MANAGER_STORE_FAILED",
+  "MANAGER_PLAN_DRIFT",
+  "MANAGER_REMOTE_INVALID",
+  "MANAGER_LEASE_HELD",
+  "MANAGER_LEASE_LOST",
+  // lifecycle
+  "MANAGER_FINALIZED",
+  // temporary while the executors land (removed before the issue closes)
+  "MANAGER_NOT_IMPLEMENTED",
+] as const;
+export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
+
+/**
+ * The one error class of @ckpt/trainer-checkpoint-manager. `code` is stable, `kind` says whether
+ * a retry can help, `subject` names the file, key or URI concerned and `knob` the configuration
+ * knob (dotted, e.g. `checkpoint_store.backend`) when a setting is at fault. Never holds a secret.
+ */
+export class ManagerError extends Error {
+  override readonly name = "ManagerError";
+  readonly code: ManagerErrorCode;
+  readonly kind: ErrorKind;
+  readonly subject: string | undefined;
+  readonly knob: string | undefined;
+
+  constructor(
+    code: ManagerErrorCode,
+    message: string,
+    options: { kind: ErrorKind; subject?: string; knob?: string; cause?: unknown },
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind;
+    this.subject = options.subject;
+    this.knob = options.knob;
+  }
+}
+
+/** The kind of an error from a sibling package (which all carry one), else `failed`. */
+export function kindOf(error: unknown): ErrorKind {
+  const kind = (error as { kind?: unknown } | undefined)?.kind;
+  return kind === "input" || kind === "refused" || kind === "failed" || kind === "transient"
+    ? kind
+    : "failed";
+}
+
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
