@@ -1,4 +1,4 @@
-import { open } from "node:fs/promises";
+import { type FileHandle, open } from "node:fs/promises";
 
 /**
  * Random-access bytes: a local file, an object-store object, a buffer. Readers (safetensors,
@@ -16,19 +16,33 @@ export interface ByteSource {
 /** A ByteSource over a local file, using positioned reads on one open handle. */
 export async function openFileByteSource(path: string): Promise<ByteSource> {
   const handle = await open(path, "r");
-  const { size } = await handle.stat();
+  try {
+    const { size } = await handle.stat();
+    return fileHandleByteSource(handle, path, size);
+  } catch (error) {
+    await handle.close();
+    throw error;
+  }
+}
+
+/**
+ * A ByteSource over a file the caller already opened, so that what is hashed, checked and read
+ * all comes from one open file even if its path is replaced meanwhile. `size` is the length the
+ * caller observed on that handle; `close()` closes the handle.
+ */
+export function fileHandleByteSource(handle: FileHandle, name: string, size: number): ByteSource {
   return {
-    name: path,
+    name,
     size,
     async read(offset, length, into) {
       if (offset < 0 || length < 0 || offset + length > size) {
-        throw new RangeError(`read of ${length} bytes at ${offset} is outside ${path} (${size} bytes)`);
+        throw new RangeError(`read of ${length} bytes at ${offset} is outside ${name} (${size} bytes)`);
       }
       const target = into ? into.subarray(0, length) : new Uint8Array(length);
       let done = 0;
       while (done < length) {
         const { bytesRead } = await handle.read(target, done, length - done, offset + done);
-        if (bytesRead === 0) throw new RangeError(`${path} ended at ${offset + done} while reading`);
+        if (bytesRead === 0) throw new RangeError(`${name} ended at ${offset + done} while reading`);
         done += bytesRead;
       }
       return target;

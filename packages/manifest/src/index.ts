@@ -2,7 +2,12 @@
 
 // --- errors and byte sources
 export { ManifestError, type ErrorKind } from "./errors.js";
-export { type ByteSource, openFileByteSource, bufferByteSource } from "./byte-source.js";
+export {
+  type ByteSource,
+  openFileByteSource,
+  fileHandleByteSource,
+  bufferByteSource,
+} from "./byte-source.js";
 
 // --- records, canonical JSON, layout, path safety (src/records, src/layout)
 export {

@@ -29,6 +29,7 @@ import {
   validateMaterializedMarker,
   validateMergeComplete,
   validateMultiRoleSuccess,
+  validateOverlaySource,
   validateStagedRecord,
   validateUploadedMarker,
   writeRecordFile,
@@ -390,6 +391,23 @@ describe("staging, merge and materialize records", () => {
       diff: "@@ -1 +1 @@\n-a\n+b\n",
     };
     expect(validateMaterializedMarker(t).ok).toBe(true);
+  });
+
+  it("lets an overlay record claim a directory before its source digest is known, never the marker", () => {
+    const pending = clone(ex.overlaySource) as { source: { sha256: string | null } };
+    pending.source.sha256 = null;
+    expect(validateOverlaySource(pending).ok).toBe(true);
+    const marker = clone(ex.materializedMarker) as { source: { sha256: string | null } };
+    marker.source.sha256 = null;
+    expect(errorOf(validateMaterializedMarker(marker))).toMatchObject({
+      code: "RECORD_WRONG_TYPE",
+      field: "source.sha256",
+    });
+    pending.source.sha256 = "ABC";
+    expect(errorOf(validateOverlaySource(pending))).toMatchObject({
+      code: "RECORD_BAD_DIGEST",
+      field: "source.sha256",
+    });
   });
 });
 

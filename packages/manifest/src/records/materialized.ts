@@ -77,6 +77,11 @@ export const MATERIALIZED_MARKER_RECORD: RecordSchema<MaterializedMarker> = {
 export const overlaySourceSchema = z.strictObject({
   schema: z.literal(OVERLAY_SOURCE_SCHEMA),
   ...requestShape,
+  /**
+   * The source as the build knew it when it claimed the directory. `sha256` is null when the
+   * build hashes its source while converting (the digest of record is then the marker's).
+   */
+  source: sourceFileSchema.extend({ sha256: sha256Schema.nullable() }),
 });
 
 /** `.overlay_source.json`: the identity of the build that owns an intermediate HF output directory. */
