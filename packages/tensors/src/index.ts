@@ -80,3 +80,22 @@ export {
   type DcpProblemCode,
   type DcpCheckResult,
 } from "./dcp/metadata.js";
+
+// --- verification: tensor files, DCP directories, NaN/Inf scans (src/verify)
+export {
+  FLOAT_DTYPES,
+  type FloatDType,
+  type NonFiniteCount,
+  NonFiniteCounter,
+  countNonFinite,
+  isFloatDType,
+} from "./verify/finite.js";
+export { TENSOR_PROBLEM_CODES, type TensorProblem, type TensorProblemCode } from "./verify/problems.js";
+export {
+  type DcpDirectoryReport,
+  type TensorFileFormat,
+  type TensorFileReport,
+  type VerifyTensorFileOptions,
+  verifyDcpDirectory,
+  verifyTensorFile,
+} from "./verify/file.js";
