@@ -1,0 +1,404 @@
+"""Drive the ckpt-trainer sidecar from a Python training loop (standard library only).
+
+The sidecar owns the checkpoint layout, save plans, commits, the latest pointer, retention,
+archive upload and resume resolution. The trainer owns its state: it writes each component
+file (or each rank's shard files) to the paths the sidecar hands it, then asks for a commit.
+
+Single process::
+
+    from ckpt_trainer_client import Sidecar
+
+    with Sidecar.spawn() as ckpt:               # runs `ckpt-trainer serve` ($CKPT_TRAINER_BIN)
+        ckpt.open(config={"save_every": 50}, output_root=root, project="p", group="g", name="run")
+        point = ckpt.resume()                   # point.kind: "fresh" or "checkpoint"
+        if point.kind == "checkpoint":
+            load(point.components)              # {"model": ".../model.pt", "optim": ..., ...}
+        for step in range(start, max_steps):
+            train_one_step()
+            stop = ckpt.should_stop()           # sentinel file, SIGUSR1, SIGTERM
+            save = ckpt.begin_save(step + 1, cadence=True, final=step + 1 == max_steps,
+                                   emergency=stop.stop)
+            if save is not None:
+                for name, path in save.targets.items():
+                    write(name, path)           # e.g. torch.save(...); fsync_file(path)
+                ckpt.commit(save)
+            if stop.stop:
+                break
+        ckpt.finalize()
+
+Several ranks (torchrun, torch.distributed): only rank 0 runs a sidecar. Wrap it in
+``RankGroup`` with the trainer's own collectives; every rank then calls the same methods in the
+same order, receives the same answers, writes its own shards, and the commit waits on the
+trainer's barrier. See ``RankGroup`` and docs/trainer-binding.md.
+
+Protocol: one JSON object per line on the sidecar's stdin/stdout (or a unix socket), one
+response per request, versioned by ``hello``. The reference is docs/trainer-binding.md.
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import threading
+
+__all__ = [
+    "PROTOCOL_VERSIONS",
+    "Attempt",
+    "CkptTrainerError",
+    "RankGroup",
+    "ResumePoint",
+    "SavePlan",
+    "Sidecar",
+    "StopDecision",
+    "fsync_file",
+    "fsync_tree",
+]
+
+PROTOCOL_VERSIONS = (1,)
+CLIENT_NAME = "ckpt_trainer_client.py/1"
+
+
+class CkptTrainerError(Exception):
+    """A refusal or failure reported by the sidecar (or the sidecar going away).
+
+    ``code`` is stable (e.g. ``SAVE_UNKNOWN``, a manager code, or ``SIDECAR_GONE``); ``kind`` is
+    ``input``, ``refused``, ``failed`` or ``transient``; ``source`` is ``protocol``, ``manager``
+    or ``client``.
+    """
+
+    def __init__(self, code, message, kind="failed", source="client"):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.kind = kind
+        self.source = source
+        self.detail = message
+
+    def to_wire(self):
+        return {"code": self.code, "kind": self.kind, "message": self.detail, "source": self.source}
+
+    @classmethod
+    def from_wire(cls, error):
+        return cls(error.get("code", "INTERNAL"), error.get("message", ""), error.get("kind", "failed"),
+                   error.get("source", "protocol"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """The run attempt the sidecar opened: where checkpoints go and its RUN_TS."""
+
+    attempt_dir: str
+    run_ts: str
+    checkpoints_dir: str
+    format: str
+    warnings: tuple
+
+    @classmethod
+    def from_wire(cls, r):
+        return cls(r["attempt_dir"], r["run_ts"], r["checkpoints_dir"], r["format"], tuple(r.get("warnings", ())))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePoint:
+    """What to start from. ``kind`` is ``fresh`` or ``checkpoint``; ``components`` maps each
+    physical component name (``model``, ``optim``, ``trainer``, ``data``, ...) to its path."""
+
+    kind: str
+    reason: str
+    iter_dir: str = None
+    iteration: int = None
+    components: dict = dataclasses.field(default_factory=dict)
+    manifest_sha256: str = None
+
+    @classmethod
+    def from_wire(cls, r):
+        return cls(r["kind"], r.get("reason", ""), r.get("iter_dir"), r.get("iteration"),
+                   dict(r.get("components") or {}), r.get("manifest_sha256"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SavePlan:
+    """An open save: write every entry of ``targets`` (physical component name -> path), then
+    commit. Names in ``directories`` are directory components (the ``dcp`` format): each rank
+    writes its own shard files inside them; the others are single files rank 0 writes."""
+
+    id: str
+    step: int
+    kind: str
+    dir: str
+    targets: dict
+    directories: frozenset
+    reason: str = ""
+
+    @classmethod
+    def from_wire(cls, r):
+        components = r["components"]
+        return cls(r["id"], r["step"], r["kind"], r["dir"], {c["name"]: c["path"] for c in components},
+                   frozenset(c["name"] for c in components if c["kind"] == "directory"), r.get("reason", ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class StopDecision:
+    """Whether the loop must stop at this step boundary, and why (``None`` when it need not)."""
+
+    stop: bool
+    reason: str = None
+
+
+def fsync_file(path):
+    """Flush one written file to stable storage. On a shared file system only the writing host
+    can do this, so every rank fsyncs its own shards before the barrier that precedes commit."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(path):
+    """fsync a file, or every file under a directory plus the directories themselves."""
+    if not os.path.isdir(path):
+        fsync_file(path)
+        return
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            fsync_file(os.path.join(root, name))
+        fsync_file(root)
+
+
+class _SignalFlags:
+    """Flag-only handlers for SIGUSR1 and SIGTERM: a signal is remembered and reported at the next
+    ``should_stop``; it never interrupts a step or a write."""
+
+    def __init__(self):
+        self.seen = []
+
+    def install(self):
+        for signum in (signal.SIGUSR1, signal.SIGTERM):
+            signal.signal(signum, self._note)
+
+    def _note(self, signum, _frame):
+        name = signal.Signals(signum).name
+        if name not in self.seen:
+            self.seen.append(name)
+
+
+class _StreamChannel:
+    """One request line out, one response line in, over a pair of binary file objects."""
+
+    def __init__(self, reader, writer, closer):
+        self._reader = reader
+        self._writer = writer
+        self._closer = closer
+
+    def exchange(self, line):
+        try:
+            self._writer.write(line)
+            self._writer.flush()
+            answer = self._reader.readline()
+        except (BrokenPipeError, ConnectionError, OSError, ValueError) as error:
+            raise CkptTrainerError("SIDECAR_GONE", "the sidecar is not reachable: %s" % error) from error
+        if not answer:
+            raise CkptTrainerError("SIDECAR_GONE", "the sidecar closed the connection (see its log on stderr)")
+        return answer
+
+    def close(self):
+        self._closer()
+
+
+class Sidecar:
+    """A connection to one ckpt-trainer sidecar. Use ``Sidecar.spawn`` or ``Sidecar.connect``."""
+
+    def __init__(self, channel, process=None, watch_signals=True):
+        self._channel = channel
+        self._process = process
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._flags = _SignalFlags()
+        if watch_signals and threading.current_thread() is threading.main_thread():
+            self._flags.install()
+        self.hello = self.request("hello", protocol=list(PROTOCOL_VERSIONS), client=CLIENT_NAME)
+        self.protocol = self.hello["protocol"]
+
+    @classmethod
+    def spawn(cls, command=None, env=None, watch_signals=True):
+        """Start ``ckpt-trainer serve`` as a child speaking on its stdin/stdout; its log goes to
+        this process's stderr. ``command`` defaults to ``$CKPT_TRAINER_BIN`` (split like a shell
+        word list) followed by ``serve``, else ``ckpt-trainer serve``."""
+        if command is None:
+            command = shlex.split(os.environ.get("CKPT_TRAINER_BIN", "ckpt-trainer")) + ["serve"]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0)
+
+        def close():
+            for stream in (process.stdin, process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            process.wait()
+
+        return cls(_StreamChannel(process.stdout, process.stdin, close), process, watch_signals)
+
+    @classmethod
+    def connect(cls, socket_path, watch_signals=True):
+        """Connect to ``ckpt-trainer serve --socket PATH`` started by the launcher."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
+        reader = sock.makefile("rb")
+        writer = sock.makefile("wb")
+
+        def close():
+            for stream in (writer, reader, sock):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+        return cls(_StreamChannel(reader, writer, close), None, watch_signals)
+
+    @property
+    def pid(self):
+        """The sidecar's process id when this client spawned it, else None."""
+        return None if self._process is None else self._process.pid
+
+    def request(self, op, **args):
+        """Send one request and return its result; raises CkptTrainerError on a refusal."""
+        with self._lock:
+            request_id = next(self._ids)
+            line = json.dumps({"id": request_id, "op": op, "args": args}, separators=(",", ":")) + "\n"
+            answer = json.loads(self._channel.exchange(line.encode("utf-8")))
+        if answer.get("id") != request_id:
+            raise CkptTrainerError("PROTOCOL_MISMATCH", "response id %r for request %r (%s)"
+                                   % (answer.get("id"), request_id, op))
+        if not answer.get("ok"):
+            raise CkptTrainerError.from_wire(answer.get("error") or {})
+        return answer.get("result")
+
+    def open(self, config, output_root, project, group, name, run_ts=None, rank=0, world_size=1,
+             credentials=None):
+        """Open the run attempt with the checkpoint config (the knobs of docs/trainer-binding.md)."""
+        args = {"config": config, "output_root": output_root, "project": project, "group": group,
+                "name": name, "rank": rank, "world_size": world_size}
+        if run_ts is not None:
+            args["run_ts"] = run_ts
+        if credentials is not None:
+            args["credentials"] = credentials
+        return Attempt.from_wire(self.request("open", **args))
+
+    def resume(self):
+        return ResumePoint.from_wire(self.request("resume"))
+
+    def begin_save(self, step, cadence=False, final=False, validation=False, emergency=False):
+        """Ask what to save at ``step`` for these reasons; None when nothing is due."""
+        result = self.request("begin_save", step=step, cadence=cadence, final=final, validation=validation,
+                              emergency=emergency)
+        save = result.get("save")
+        return None if save is None else SavePlan.from_wire(save)
+
+    def commit(self, save):
+        """Commit a save whose targets are all written and fsynced."""
+        return self.request("commit", save_id=save.id)
+
+    def should_stop(self):
+        """Whether to stop at this step boundary: the sidecar's watch (sentinel file, its own
+        signals) plus SIGUSR1/SIGTERM this process caught."""
+        result = self.request("should_stop", signals=list(self._flags.seen))
+        return StopDecision(bool(result["stop"]), result.get("reason"))
+
+    def finalize(self):
+        """Join every in-flight write and end the session; the sidecar exits afterwards."""
+        result = self.request("finalize")
+        self.close()
+        return result
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.close()
+        return False
+
+
+class RankGroup:
+    """The same calls as ``Sidecar`` on every rank of a job; only rank 0 holds a sidecar.
+
+    ``broadcast(obj)`` returns rank 0's ``obj`` on every rank; ``barrier()`` waits for every
+    rank; ``any_true(flag)`` is true on every rank when any rank passed true (an all-reduce MAX).
+    With torch.distributed these are ``dist.broadcast_object_list``, ``dist.barrier`` and an
+    ``all_reduce`` with ``ReduceOp.MAX`` (``collectives()`` in examples/train_mlp.py)::
+
+        group = RankGroup(rank, world, Sidecar.spawn() if rank == 0 else None,
+                          broadcast, dist.barrier, any_true)
+
+    Every method is a collective: call it on every rank in the same order. Errors of rank 0's
+    sidecar are raised on every rank.
+
+    Saving: ``begin_save`` gives every rank the same ``SavePlan``; each rank writes its own
+    shard files into the directory targets (rank 0 also writes the file targets it owns, such
+    as ``trainer`` and ``data``), fsyncs them (``fsync_tree``), then calls ``commit``: it holds
+    the barrier first, so rank 0 commits only after every rank's shards landed.
+
+    Stopping: ``should_stop`` ORs rank 0's sidecar decision with every rank's caught signals, so
+    all ranks leave the loop at the same step and take the same emergency save.
+    """
+
+    def __init__(self, rank, world_size, sidecar, broadcast, barrier, any_true):
+        if (rank == 0) != (sidecar is not None):
+            raise ValueError("rank 0, and only rank 0, holds the sidecar")
+        self.rank = rank
+        self.world_size = world_size
+        self._sidecar = sidecar
+        self._broadcast = broadcast
+        self._barrier = barrier
+        self._any_true = any_true
+        self._flags = _SignalFlags()
+        if sidecar is None and threading.current_thread() is threading.main_thread():
+            self._flags.install()
+
+    def _from_rank0(self, call):
+        """Run ``call`` on rank 0 and hand its result, or its error, to every rank."""
+        outcome = None
+        if self.rank == 0:
+            try:
+                outcome = {"ok": call()}
+            except CkptTrainerError as error:
+                outcome = {"error": error.to_wire()}
+        outcome = self._broadcast(outcome)
+        if "error" in outcome:
+            raise CkptTrainerError.from_wire(outcome["error"])
+        return outcome["ok"]
+
+    def open(self, config, output_root, project, group, name, run_ts=None, credentials=None):
+        return self._from_rank0(lambda: self._sidecar.open(config, output_root, project, group, name, run_ts, 0,
+                                                           self.world_size, credentials))
+
+    def resume(self):
+        return self._from_rank0(self._sidecar.resume if self._sidecar else None)
+
+    def begin_save(self, step, cadence=False, final=False, validation=False, emergency=False):
+        return self._from_rank0(lambda: self._sidecar.begin_save(step, cadence, final, validation, emergency))
+
+    def commit(self, save):
+        self._barrier()  # every rank's shards are written and fsynced before rank 0 commits
+        return self._from_rank0(lambda: self._sidecar.commit(save))
+
+    def should_stop(self):
+        decision = self._from_rank0(self._sidecar.should_stop if self._sidecar else None)
+        stop = self._any_true(decision.stop or bool(self._flags.seen))
+        if not stop:
+            return StopDecision(False, None)
+        if decision.stop:
+            return decision
+        if self._flags.seen:
+            return StopDecision(True, "signal %s on rank %d" % ("+".join(self._flags.seen), self.rank))
+        return StopDecision(True, "a signal caught on another rank")
+
+    def finalize(self):
+        self._barrier()
+        return self._from_rank0(self._sidecar.finalize if self._sidecar else None)

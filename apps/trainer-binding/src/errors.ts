@@ -1,0 +1,38 @@
+/** What the caller can do about an error; the same four kinds every ckpt package uses. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code this app raises itself (errors of the manager travel with their own codes). */
+export const BINDING_ERROR_CODES = [
+  "PROTOCOL_PARSE",
+  "PROTOCOL_LINE_TOO_LONG",
+  "PROTOCOL_BAD_REQUEST",
+  "PROTOCOL_UNKNOWN_OP",
+  "PROTOCOL_VERSION",
+  "PROTOCOL_HELLO_REQUIRED",
+  "PROTOCOL_BUSY",
+  "SESSION_NOT_OPEN",
+  "SESSION_ALREADY_OPEN",
+  "SESSION_FINALIZED",
+  "SAVE_UNKNOWN",
+  "SAVE_IN_PROGRESS",
+  "SOCKET_EXISTS",
+  "TEMPLATE_OPTION_INVALID",
+  "INTERNAL",
+] as const;
+export type BindingErrorCode = (typeof BINDING_ERROR_CODES)[number];
+
+/**
+ * The one error class of the trainer binding. `code` is stable and documented in
+ * docs/trainer-binding.md; it is what a client switches on.
+ */
+export class TrainerBindingError extends Error {
+  override readonly name = "TrainerBindingError";
+  readonly code: BindingErrorCode;
+  readonly kind: ErrorKind;
+
+  constructor(code: BindingErrorCode, message: string, options: { kind?: ErrorKind; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "input";
+  }
+}
