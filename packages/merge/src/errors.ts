@@ -1,0 +1,52 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code @ckpt/merge raises (documented in docs/merge.md). */
+export type MergeErrorCode =
+  // the request itself
+  | "MERGE_BAD_REQUEST"
+  | "MERGE_BAD_OUT_PATH"
+  | "MERGE_ITERATION_MISMATCH"
+  | "MERGE_BAD_DIAG_PATH"
+  // the inputs, checked from their headers before anything is written
+  | "MERGE_INPUT_UNREADABLE"
+  | "MERGE_EXPERT_LAYOUT"
+  | "MERGE_EMPTY_MODEL"
+  | "MERGE_KEY_MISSING"
+  | "MERGE_KEY_EXTRA"
+  | "MERGE_SHAPE_MISMATCH"
+  | "MERGE_DTYPE_MISMATCH"
+  | "MERGE_DTYPE_UNSUPPORTED"
+  // what is already at the output
+  | "MERGE_DIFFERENT_REQUEST"
+  | "MERGE_OTHER_TOOL_VERSION"
+  | "MERGE_FOREIGN_ARTIFACT"
+  | "MERGE_FOREIGN_FILES"
+  // the build
+  | "MERGE_INPUT_CHANGED"
+  | "MERGE_VERIFY_FAILED"
+  | "MERGE_ABORTED";
+
+/**
+ * The one error class of @ckpt/merge: a stable `code`, a `kind` saying what the caller can do, the
+ * file it is about and, for a tensor disagreement, the tensor's key.
+ */
+export class MergeError extends Error {
+  override readonly name = "MergeError";
+  readonly code: MergeErrorCode;
+  readonly kind: ErrorKind;
+  readonly file: string | undefined;
+  readonly tensor: string | undefined;
+
+  constructor(
+    code: MergeErrorCode,
+    message: string,
+    options: { kind?: ErrorKind; file?: string; tensor?: string; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "input";
+    this.file = options.file;
+    this.tensor = options.tensor;
+  }
+}
