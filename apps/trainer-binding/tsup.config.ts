@@ -1,4 +1,5 @@
 import { defineConfig } from "tsup";
 import { packageBuild } from "../../tools/build/tsup.base";
 
-export default defineConfig(packageBuild());
+// shims: import.meta.url in the CJS build, which locates the shipped Python client.
+export default defineConfig({ ...packageBuild({ bin: "src/bin.ts" }), shims: true });

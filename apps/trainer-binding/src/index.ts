@@ -23,6 +23,7 @@ export {
   toWireError,
 } from "./protocol/connection.js";
 export { type HandlerFactory, keepAliveThroughSignals, serveSocket } from "./serve.js";
+export { type SessionOptions, SidecarSession } from "./session.js";
 export {
   MAX_GRACE_SECONDS,
   MIN_GRACE_SECONDS,
@@ -31,3 +32,4 @@ export {
   renderSlurmTemplate,
 } from "./slurm-template.js";
 export { EXAMPLE_TRAINER, PYTHON_CLIENT_DIR, serverVersion } from "./package-files.js";
+export { type BinIo, runTrainerBin } from "./cli.js";

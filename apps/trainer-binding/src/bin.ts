@@ -1,0 +1,8 @@
+#!/usr/bin/env node
+import { runTrainerBin } from "./cli.js";
+
+runTrainerBin(process.argv.slice(2), process).then((code) => {
+  // Exit explicitly once stdout is flushed: the trainer waits for this process to end, and nothing
+  // the session started may keep it alive after its last response.
+  process.stdout.write("", () => process.exit(code));
+});

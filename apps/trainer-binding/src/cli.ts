@@ -1,0 +1,135 @@
+import type { Readable, Writable } from "node:stream";
+import yargs from "yargs";
+import { TrainerBindingError } from "./errors.js";
+import { PYTHON_CLIENT_DIR, serverVersion } from "./package-files.js";
+import { serveConnection } from "./protocol/connection.js";
+import { keepAliveThroughSignals, serveSocket } from "./serve.js";
+import { SidecarSession } from "./session.js";
+import { renderSlurmTemplate } from "./slurm-template.js";
+
+export interface BinIo {
+  readonly stdin: Readable;
+  readonly stdout: Writable;
+  readonly stderr: Writable;
+}
+
+function exitCodeOf(error: unknown): 1 | 2 {
+  return (error as { kind?: unknown } | undefined)?.kind === "input" ? 2 : 1;
+}
+
+/**
+ * `ckpt-trainer <command>`: resolves to the exit code (0 ok; 1 failed, refused, or the trainer went
+ * away without finalize; 2 bad usage). Never calls process.exit.
+ */
+export async function runTrainerBin(argv: readonly string[], io: BinIo): Promise<number> {
+  let code = 0;
+  let help = "";
+  const log = (line: string) => io.stderr.write(`[ckpt-trainer] ${line}\n`);
+  const parser = yargs([...argv])
+    .scriptName("ckpt-trainer")
+    .usage(
+      "ckpt-trainer <command>\n\nThe checkpoint sidecar a training loop drives (docs/trainer-binding.md).",
+    )
+    .strict()
+    .demandCommand(1, "Name a command; `ckpt-trainer --help` lists them.")
+    .exitProcess(false)
+    .wrap(Math.min(110, process.stdout.columns ?? 110))
+    .fail((message, error) => {
+      throw error ?? new TrainerBindingError("PROTOCOL_BAD_REQUEST", message);
+    })
+    .command(
+      "serve",
+      "Serve one trainer session: line-delimited JSON on stdin/stdout, or on a unix socket",
+      (y) =>
+        y
+          .option("socket", {
+            type: "string",
+            describe: "Listen on this unix socket path instead of stdin/stdout (owner-only; must not exist)",
+          })
+          .example("ckpt-trainer serve", "spawned by the Python client (Sidecar.spawn) as its child")
+          .example(
+            "ckpt-trainer serve --socket /tmp/ckpt-$SLURM_JOB_ID.sock &",
+            "started by a launcher; the trainer calls Sidecar.connect(path)",
+          ),
+      async (args) => {
+        const release = keepAliveThroughSignals();
+        const factory = () => new SidecarSession({ log, serverVersion: serverVersion() });
+        try {
+          if (args.socket !== undefined) {
+            await serveSocket(args.socket, factory, log);
+          } else {
+            const end = await serveConnection(io.stdin, io.stdout, factory());
+            if (end === "abandoned") {
+              log("the trainer closed the session without finalize");
+              code = 1;
+            }
+          }
+        } finally {
+          release();
+        }
+      },
+    )
+    .command(
+      "slurm-template",
+      "Print an sbatch script that turns Slurm's SIGUSR1 warning into an emergency checkpoint",
+      (y) =>
+        y
+          .option("grace-seconds", {
+            type: "number",
+            default: 600,
+            describe:
+              "Seconds of warning before the time limit (--signal=B:SIGUSR1@N): one step plus one save",
+          })
+          .option("launcher", {
+            type: "string",
+            default: "launch.sh",
+            describe: "The script that runs srun ... <training entry>; it runs in the background",
+          })
+          .option("log-dir", {
+            type: "string",
+            describe:
+              "Directory of the sentinel file, on a file system the containers see (default: one per job window under $SLURM_SUBMIT_DIR/slurm-logs)",
+          })
+          .option("job-name", { type: "string", default: "ckpt-train" })
+          .option("sbatch", {
+            type: "string",
+            array: true,
+            default: [],
+            describe: "Further #SBATCH options, e.g. --sbatch=--nodes=4 --sbatch=--time=04:00:00",
+          })
+          .example("ckpt-trainer slurm-template > job.sbatch", "the default wiring (600 s of warning)")
+          .example(
+            "ckpt-trainer slurm-template --grace-seconds 900 --launcher ./srun_train.sh --sbatch=--nodes=8",
+            "a longer grace for long steps, eight nodes",
+          ),
+      (args) => {
+        io.stdout.write(
+          renderSlurmTemplate({
+            graceSeconds: args["grace-seconds"],
+            launcher: args.launcher,
+            ...(args["log-dir"] === undefined ? {} : { logDir: args["log-dir"] }),
+            jobName: args["job-name"],
+            sbatch: args.sbatch.map(String),
+          }),
+        );
+      },
+    )
+    .command(
+      "python-path",
+      "Print the directory holding ckpt_trainer_client.py (put it on PYTHONPATH)",
+      (y) => y.example('PYTHONPATH="$(ckpt-trainer python-path)" python3 train.py', "import the client"),
+      () => {
+        io.stdout.write(`${PYTHON_CLIENT_DIR}\n`);
+      },
+    );
+  try {
+    await parser.parseAsync([...argv], {}, (_error, _args, output) => {
+      help = output;
+    });
+  } catch (error) {
+    io.stderr.write(`ckpt-trainer: ${error instanceof Error ? error.message : String(error)}\n`);
+    return exitCodeOf(error);
+  }
+  if (help !== "") io.stdout.write(help.endsWith("\n") ? help : `${help}\n`);
+  return code;
+}
