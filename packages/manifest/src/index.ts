@@ -236,6 +236,36 @@ export {
   sha256Hex,
 } from "./hash/hash.js";
 export type { FileDigest, HashOptions, HashProgressEvent } from "./hash/engine.js";
+export {
+  type DirectoryFingerprint,
+  type FingerprintFile,
+  type FingerprintMode,
+  type FingerprintOptions,
+  FAST_FINGERPRINT_EXTENSIONS,
+  FINGERPRINT_EXCLUDED_FILES,
+  FINGERPRINT_SCHEMA,
+  fingerprintDirectory,
+  fingerprintOf,
+  isFastPayload,
+} from "./hash/fingerprint.js";
+
+// --- storage qualification: how a volume behaves under ckpt's commit sequence (src/fs/storage-probe)
+export {
+  type MountEntry,
+  type ProbeFilesystem,
+  type ProbeStep,
+  type ProbeStepName,
+  type ProbeStorageOptions,
+  type StorageProbeReport,
+  type VolumeTier,
+  VOLUME_TIER_PROMISES,
+  classifyFilesystem,
+  mountOf,
+  parseMountInfo,
+  probeStorage,
+  readBackInChildProcess,
+  storageVerdict,
+} from "./fs/storage-probe.js";
 
 // --- bounded concurrency shared by the archive packages
 export { MAX_CONCURRENCY, concurrencyOf, mapPool } from "./concurrency.js";

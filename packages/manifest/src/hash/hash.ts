@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto";
-import { lstat, readdir, stat } from "node:fs/promises";
+import { lstat, readdir, realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { ManifestError } from "../errors.js";
+import { resolveInside } from "../paths/safe.js";
 import {
   abortedError,
   DEFAULT_TUNING,
@@ -90,10 +91,21 @@ function compareCodeUnits(a: string, b: string): number {
 }
 
 /**
- * Lists the regular files under `root`, refusing symbolic links and special files anywhere inside
- * (a link in a checkpoint could point anywhere; a FIFO would block the reader).
+ * What a directory walk does with a symbolic link: refuse every one (a link in a checkpoint could
+ * point anywhere), or follow a link to a regular file that stays inside the root and refuse the
+ * rest (an escape is `PATH_ESCAPES_ROOT`; a link to a directory could loop).
  */
-async function walk(root: string, signal: AbortSignal | undefined): Promise<PlannedFile[]> {
+export type SymlinkPolicy = "refuse" | "inside";
+
+/**
+ * Lists the regular files under `root`, refusing special files anywhere inside (a FIFO would
+ * block the reader) and symbolic links as `symlinks` says.
+ */
+export async function walk(
+  root: string,
+  signal: AbortSignal | undefined,
+  symlinks: SymlinkPolicy = "refuse",
+): Promise<PlannedFile[]> {
   const files: PlannedFile[] = [];
   const visit = async (relativeDir: string) => {
     if (signal?.aborted) throw abortedError(root);
@@ -121,10 +133,21 @@ async function walk(root: string, signal: AbortSignal | undefined): Promise<Plan
           { kind: "failed", file: absolute, cause: error },
         );
       }
+      if (info.isSymbolicLink() && symlinks === "inside") {
+        // Proven inside, then opened by its real path so a link swapped afterwards is not followed.
+        const real = await realpath(await resolveInside(root, relative));
+        const target = await stat(real);
+        if (target.isFile()) {
+          files.push({ path: real, label: relative, size: target.size, noFollow: true });
+          continue;
+        }
+      }
       if (info.isSymbolicLink()) {
         throw new ManifestError(
           "HASH_SYMLINK_REFUSED",
-          `hash ${absolute}: it is a symbolic link; symbolic links inside a checkpoint are refused so nothing outside it is read. Replace it with the file itself.`,
+          symlinks === "inside"
+            ? `hash ${absolute}: it is a symbolic link to something other than a regular file (a linked directory could loop). Replace it with what it points to.`
+            : `hash ${absolute}: it is a symbolic link; symbolic links inside a checkpoint are refused so nothing outside it is read. Replace it with the file itself.`,
           { kind: "refused", file: absolute },
         );
       }
