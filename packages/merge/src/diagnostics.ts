@@ -51,7 +51,7 @@ function describe(stats: TensorStats, experts: number, withBase: boolean): Delta
     let pair = 0;
     for (let i = 0; i < experts; i++) {
       for (let j = i + 1; j < experts; j++) {
-        const value = finite(stats.dots[pair++]! / (norms[i]! * norms[j]!));
+        const value = finite(stats.dots[pair++]! / Math.sqrt(stats.expertSq[i]! * stats.expertSq[j]!));
         cosine[i]![j] = value;
         cosine[j]![i] = value;
       }

@@ -317,8 +317,13 @@ async function build(
     });
     emit({ type: "phase", phase: "verify" });
     const model = await verifyModel(modelPath, plan);
-    const digests = await hashing;
-    await assertInputsUnchanged([...experts, ...(base === undefined ? [] : [base])]);
+    // A replaced input shows as a failed hash or a changed stamp: either way, say which file changed.
+    const inputs = [...experts, ...(base === undefined ? [] : [base])];
+    const digests = await hashing.catch(async (error: unknown) => {
+      await assertInputsUnchanged(inputs);
+      throw error;
+    });
+    await assertInputsUnchanged(inputs);
 
     emit({ type: "phase", phase: "commit" });
     const diagnosticsBytes = serializeDiagnostics(
