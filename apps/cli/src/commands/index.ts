@@ -1,8 +1,15 @@
 import { artifactGroup } from "./artifact/index.js";
+import { demoCommand } from "./demo.js";
 import { doctorCommand } from "./doctor.js";
 import { inspectCommand } from "./inspect.js";
 import type { CommandEntry } from "./registry.js";
 import { storeGroup } from "./store/index.js";
 
 /** Every top-level command, in the order `ckpt --help` lists them. */
-export const commands: readonly CommandEntry[] = [artifactGroup, storeGroup, inspectCommand, doctorCommand];
+export const commands: readonly CommandEntry[] = [
+  artifactGroup,
+  storeGroup,
+  inspectCommand,
+  doctorCommand,
+  demoCommand,
+];

@@ -1,0 +1,121 @@
+import type { DemoReport } from "../demo/run-demo.js";
+import { createProgress } from "../progress.js";
+import { formatBytes, table } from "../render.js";
+import type { CkptCommand } from "./registry.js";
+
+interface DemoArgs {
+  dir: string;
+  fault: "kill" | "torn" | "short" | "clean";
+  clean: boolean;
+  worker?: string;
+}
+
+const MARK: Record<string, string> = { ok: "ok", unavailable: "--", skipped: "..", failed: "!!" };
+
+/** The human rendering: one line per step, what resume did about the fault, then the inventory. */
+export function renderDemo(report: DemoReport): string {
+  const lines = report.steps.map((s) => `[${MARK[s.status]}] ${s.title}\n     ${s.summary}`);
+  if (report.resume) {
+    const d = report.resume.decision;
+    lines.push(
+      "",
+      `fault ${report.fault}: ${report.resume.fault.what}`,
+      d.kind === "checkpoint"
+        ? `resume decision: iteration ${d.iteration} — ${d.reason}`
+        : d.kind === "fresh"
+          ? `resume decision: start fresh — ${d.reason}`
+          : `resume decision: refused (${d.code}) — ${d.reason}`,
+    );
+  }
+  if (report.inventory.length > 0) {
+    lines.push(
+      "",
+      table(
+        ["what", "where", "size", "sha256", "proven by"],
+        report.inventory.map((r) => [
+          r.what,
+          r.where,
+          formatBytes(r.bytes),
+          r.sha256 ? r.sha256.slice(0, 12) : "-",
+          r.verified,
+        ]),
+        new Set([2]),
+      ),
+    );
+  }
+  const counts = ["ok", "unavailable", "skipped", "failed"]
+    .map((k) => [k, report.steps.filter((s) => s.status === k).length] as const)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${n} ${k}`)
+    .join(", ");
+  lines.push("", `${counts} in ${(report.wall_ms / 1000).toFixed(1)} s; everything is under ${report.dir}`);
+  if (report.unavailable.length > 0) {
+    lines.push(`not in this build yet: ${report.unavailable.join(", ")} (those steps did not run)`);
+  }
+  return lines.join("\n");
+}
+
+export const demoCommand: CkptCommand<DemoArgs> = {
+  command: "demo",
+  describe:
+    "Train a small model for real and take its checkpoints through a fault, resume, the archive, a merge and a Hugging Face export",
+  builder: (yargs) =>
+    yargs
+      .option("dir", {
+        type: "string",
+        default: "ckpt-demo",
+        describe:
+          "Where everything goes; created by the demo (an existing directory it did not create is refused)",
+      })
+      .option("fault", {
+        choices: ["kill", "torn", "short", "clean"] as const,
+        default: "kill" as const,
+        describe:
+          "kill: SIGKILL the trainer mid-save; torn: a torn model.pt; short: a truncated optim.pt; clean: none",
+      })
+      .option("clean", {
+        type: "boolean",
+        default: false,
+        describe: "Remove what an earlier demo made in --dir, and nothing else",
+      })
+      .option("worker", { type: "string", hidden: true })
+      .example("ckpt demo", "the whole life of a checkpoint in ./ckpt-demo, with a SIGKILL mid-save")
+      .example("ckpt demo --dir /tmp/d --fault torn --json", "a torn component file; the report as JSON")
+      .example("ckpt demo --dir /tmp/d --clean", "remove the demo's directory"),
+  async run(args, io) {
+    if (args.worker !== undefined) {
+      // The demo's own child process (see demo/worker.ts): it reports on stdout as JSON lines.
+      const { runWorker } = await import("../demo/worker.js");
+      const exitCode = await runWorker(args.worker, io.stdout);
+      return { exitCode: exitCode === 0 ? 0 : 1, report: { ok: exitCode === 0 }, human: "" };
+    }
+    const { cleanDemoDir, prepareDemoDir } = await import("../demo/directory.js");
+    if (args.clean) {
+      const cleaned = await cleanDemoDir(args.dir);
+      return {
+        exitCode: 0,
+        report: { ok: true, dir: args.dir, ...cleaned },
+        human: cleaned.removed
+          ? `removed ${args.dir}`
+          : `removed the demo's files from ${args.dir}; kept what the demo did not make: ${cleaned.left.join(", ")}`,
+      };
+    }
+    const { runDemo } = await import("../demo/run-demo.js");
+    await prepareDemoDir(args.dir);
+    const progress = createProgress(io, "demo", { quiet: args.quiet || args.json, unit: "items" });
+    let report: DemoReport;
+    try {
+      report = await runDemo({
+        dir: args.dir,
+        fault: args.fault,
+        onEvent: (event) => {
+          if (event.type === "step") progress.update(event.index, event.total, event.step.title);
+          else progress.update(event.done, event.total, `${event.label} iteration ${event.done}`);
+        },
+      });
+    } finally {
+      progress.finish();
+    }
+    return { exitCode: report.ok && report.complete ? 0 : 1, report, human: renderDemo(report) };
+  },
+};

@@ -1,0 +1,54 @@
+// The demo's injected faults on a committed checkpoint: what storage does to files after the fact.
+// `torn`: a component keeps its size but its second half never reached the disk (zeros), as after
+// a lost write-back. `short`: a shard is cut to half its length, as after a copy that stopped.
+import { open, stat, truncate } from "node:fs/promises";
+import { join } from "node:path";
+
+export const DEMO_FAULTS = ["kill", "torn", "short", "clean"] as const;
+export type DemoFault = (typeof DEMO_FAULTS)[number];
+
+export interface InjectedFault {
+  readonly mode: DemoFault;
+  /** What was done, in one sentence. */
+  readonly what: string;
+  /** The damaged file (torn, short) or the killed process's save directory (kill). */
+  readonly path?: string;
+  readonly sizeBefore?: number;
+  readonly sizeAfter?: number;
+}
+
+/** Zeroes the second half of `<iterDir>/model.pt` in place (size unchanged). */
+export async function tearComponent(iterDir: string): Promise<InjectedFault> {
+  const path = join(iterDir, "model.pt");
+  const { size } = await stat(path);
+  const from = Math.floor(size / 2);
+  const handle = await open(path, "r+");
+  try {
+    await handle.write(new Uint8Array(size - from), 0, size - from, from);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return {
+    mode: "torn",
+    what: `zeroed bytes ${from}..${size} of model.pt (its size is unchanged)`,
+    path,
+    sizeBefore: size,
+    sizeAfter: size,
+  };
+}
+
+/** Cuts `<iterDir>/optim.pt` to half its length. */
+export async function truncateShard(iterDir: string): Promise<InjectedFault> {
+  const path = join(iterDir, "optim.pt");
+  const { size } = await stat(path);
+  const after = Math.floor(size / 2);
+  await truncate(path, after);
+  return {
+    mode: "short",
+    what: `truncated optim.pt from ${size} to ${after} bytes`,
+    path,
+    sizeBefore: size,
+    sizeAfter: after,
+  };
+}
