@@ -7,7 +7,7 @@ import type { ResumeDecision } from "@ckpt/trainer-checkpoint-manager";
 import { DemoError } from "./errors.js";
 import { type DemoFault, type InjectedFault, tearComponent, truncateShard } from "./faults.js";
 import { writeHfBase } from "./hf-base.js";
-import { initParams } from "./model.js";
+import { initParams, PARAM_SPECS } from "./model.js";
 import type { TrainResult } from "./train.js";
 import type { WorkerOutcome, WorkerSpec } from "./worker.js";
 
@@ -363,18 +363,19 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     return `${merged.status}: ${merged.tensors} tensors -> ${rel(paths.mergeOut)}`;
   });
   await run("materialize", ["merge"], async () => {
-    const materialize = await need<(o: unknown) => Promise<unknown>>(
+    const materialize = await need<(o: unknown) => Promise<{ action: string }>>(
       "@ckpt/hf-conversion",
       () => import("@ckpt/hf-conversion"),
       "materializeHf",
     );
-    await materialize({
-      ckptDir: join(paths.mergeOut, ".."),
+    const made = await materialize({
+      source: { kind: "local", ckptDir: join(paths.mergeOut, "..") },
       base: paths.base,
       out: paths.hfOut,
-      minTensors: 1,
+      expectTensors: PARAM_SPECS.length,
+      minTensors: PARAM_SPECS.length,
     });
-    return `Hugging Face directory ${rel(paths.hfOut)}`;
+    return `${made.action} Hugging Face directory ${rel(paths.hfOut)} (shards, index, config and tokenizer from the base)`;
   });
 
   report.inventory.push(...(await inventory(dir, paths, resumed, artifact?.dir, experts)));
