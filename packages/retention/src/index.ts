@@ -67,3 +67,19 @@ export {
   applyRetentionPlan,
   scanCheckpointRoot,
 } from "./local/apply.js";
+
+// --- footprint estimate: bytes per component, per checkpoint and per retention setting (pure)
+export {
+  type FootprintEstimate,
+  type FootprintInput,
+  type OptimizerName,
+  type RetentionFootprint,
+  type StateDType,
+  type WeightDType,
+  DEFAULT_TRAINING_STATE_BYTES,
+  OPTIMIZER_STATES,
+  STATE_DTYPE_BYTES,
+  WEIGHT_DTYPE_BYTES,
+  estimateFootprint,
+  parseParamCount,
+} from "./estimate/footprint.js";
