@@ -4,6 +4,7 @@
 //   CKPT_CRASH_SEED=<n>   replay a run (the seed is in the test name and in every failure)
 //   CKPT_CRASH_KILLS=<n>  kills per suite (the archive suites never go below 100)
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mulberry32, seedFrom } from "./rng.js";
@@ -29,11 +30,32 @@ export function crashKills(min = 100, env: NodeJS.ProcessEnv = process.env): num
   return Math.max(min, wanted);
 }
 
-/** One invocation: `node <args...>` (args[0] is the script, e.g. CLI_BIN). */
+/** One invocation: `node <args...>` (args[0] is the script, e.g. CLI_BIN), or `executable <args...>`. */
 export interface NodeCommand {
+  /** The program to run; default this Node binary (e.g. `/usr/bin/python3` for a trainer). */
+  readonly executable?: string;
   readonly args: readonly string[];
   readonly cwd?: string;
   readonly env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Chooses the process to SIGKILL at the kill instant, given the pid of the command's process
+ * (default: that process). Undefined means there is nothing to kill yet: no kill is delivered.
+ */
+export type KillVictim = (pid: number) => number | undefined;
+
+/** The children of a process (Linux /proc), e.g. the sidecar a trainer spawned. */
+export function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter((p) => p !== "")
+      .map(Number);
+  } catch {
+    return [];
+  }
 }
 
 export interface RunResult {
@@ -44,7 +66,7 @@ export interface RunResult {
   readonly stderr: string;
   /** Wall time from spawn to exit. */
   readonly ms: number;
-  /** True when this harness delivered the SIGKILL (the process was still running). */
+  /** True when this harness delivered the SIGKILL (to the process, or to its victim, while it was still running). */
   readonly killed: boolean;
   /** True when the run overran `timeoutMs` and was killed for it (a hang: always a failure). */
   readonly timedOut: boolean;
@@ -59,12 +81,12 @@ const MAX_CAPTURE = 1 << 20; // keep at most 1 MiB of each stream; a report is a
  */
 export function runNode(
   command: NodeCommand,
-  options: { killAtMs?: number; timeoutMs?: number } = {},
+  options: { killAtMs?: number; timeoutMs?: number; victim?: KillVictim } = {},
 ): Promise<RunResult> {
   const timeoutMs = options.timeoutMs ?? 120_000;
   return new Promise((resolve, reject) => {
     const started = process.hrtime.bigint();
-    const child = spawn(process.execPath, [...command.args], {
+    const child = spawn(command.executable ?? process.execPath, [...command.args], {
       cwd: command.cwd ?? REPO_ROOT,
       env: { ...process.env, NODE_NO_WARNINGS: "1", ...command.env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -78,13 +100,24 @@ export function runNode(
       if (stderr.length < MAX_CAPTURE) stderr += d;
     });
     let killed = false;
+    let killedOther = false;
     let timedOut = false;
     let exited = false;
     const killTimer =
       options.killAtMs === undefined
         ? undefined
         : setTimeout(() => {
-            if (!exited) killed = child.kill("SIGKILL");
+            if (exited) return;
+            const pid = options.victim === undefined ? child.pid : options.victim(child.pid!);
+            if (pid === child.pid) killed = child.kill("SIGKILL");
+            else if (pid !== undefined) {
+              try {
+                process.kill(pid, "SIGKILL");
+                killedOther = true;
+              } catch {
+                // the victim had already exited: no kill was delivered
+              }
+            }
           }, options.killAtMs);
     const hangTimer = setTimeout(() => {
       if (!exited) {
@@ -116,7 +149,7 @@ export function runNode(
         stdout,
         stderr,
         ms,
-        killed: killed && signal === "SIGKILL" && !timedOut,
+        killed: ((killed && signal === "SIGKILL") || killedOther) && !timedOut,
         timedOut,
       });
     });
@@ -175,6 +208,8 @@ export interface CrashSuite {
    */
   readonly startup?: NodeCommand;
   readonly earlyShare?: number;
+  /** Another process to SIGKILL at the kill instant (e.g. a child of the command); see KillVictim. */
+  readonly victim?: KillVictim;
   /** Bound of one run. Default 60 s. */
   readonly runTimeoutMs?: number;
   /** Bound of the whole suite; running out before `kills` fails. Default 240 s. */
@@ -307,7 +342,11 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
           `time budget ${budgetMs} ms spent with ${kills} kills in ${attempts} attempts, ${rounds} rounds (run ${windowMs.toFixed(0)} ms)`,
         );
       const { fraction, atMs, early } = aim();
-      const result = await runNode(command, { killAtMs: atMs, timeoutMs: runTimeoutMs });
+      const result = await runNode(command, {
+        killAtMs: atMs,
+        timeoutMs: runTimeoutMs,
+        ...(suite.victim === undefined ? {} : { victim: suite.victim }),
+      });
       suite.onAttempt?.({ attempt: attempts, fraction, atMs, killed: result.killed });
       const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms)`;
       if (result.killed) {
