@@ -26,6 +26,8 @@ export function renderDemo(report: DemoReport): string {
           ? `resume decision: start fresh — ${d.reason}`
           : `resume decision: refused (${d.code}) — ${d.reason}`,
     );
+    const load = report.resume.load;
+    if (load && !load.ok) lines.push(`loading the chosen checkpoint failed (${load.code}): ${load.reason}`);
   }
   if (report.inventory.length > 0) {
     lines.push(
@@ -71,7 +73,7 @@ export const demoCommand: CkptCommand<DemoArgs> = {
         choices: ["kill", "torn", "short", "clean"] as const,
         default: "kill" as const,
         describe:
-          "kill: SIGKILL the trainer mid-save; torn: a torn model.pt; short: a truncated optim.pt; clean: none",
+          "kill: SIGKILL the trainer mid-save; torn: optim.pt half zeroed; short: model.pt truncated; clean: none",
       })
       .option("clean", {
         type: "boolean",

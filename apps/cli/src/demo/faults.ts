@@ -1,6 +1,7 @@
 // The demo's injected faults on a committed checkpoint: what storage does to files after the fact.
-// `torn`: a component keeps its size but its second half never reached the disk (zeros), as after
-// a lost write-back. `short`: a shard is cut to half its length, as after a copy that stopped.
+// `torn`: optim.pt keeps its size but its second half never reached the disk (zeros), as after a
+// lost write-back; only reading it can tell. `short`: model.pt is cut to half its length, as after
+// a copy that stopped; its recorded size tells.
 import { open, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 
@@ -17,9 +18,9 @@ export interface InjectedFault {
   readonly sizeAfter?: number;
 }
 
-/** Zeroes the second half of `<iterDir>/model.pt` in place (size unchanged). */
+/** Zeroes the second half of `<iterDir>/optim.pt` in place (size unchanged). */
 export async function tearComponent(iterDir: string): Promise<InjectedFault> {
-  const path = join(iterDir, "model.pt");
+  const path = join(iterDir, "optim.pt");
   const { size } = await stat(path);
   const from = Math.floor(size / 2);
   const handle = await open(path, "r+");
@@ -31,22 +32,22 @@ export async function tearComponent(iterDir: string): Promise<InjectedFault> {
   }
   return {
     mode: "torn",
-    what: `zeroed bytes ${from}..${size} of model.pt (its size is unchanged)`,
+    what: `zeroed bytes ${from}..${size} of optim.pt (its size is unchanged)`,
     path,
     sizeBefore: size,
     sizeAfter: size,
   };
 }
 
-/** Cuts `<iterDir>/optim.pt` to half its length. */
+/** Cuts `<iterDir>/model.pt` to half its length. */
 export async function truncateShard(iterDir: string): Promise<InjectedFault> {
-  const path = join(iterDir, "optim.pt");
+  const path = join(iterDir, "model.pt");
   const { size } = await stat(path);
   const after = Math.floor(size / 2);
   await truncate(path, after);
   return {
     mode: "short",
-    what: `truncated optim.pt from ${size} to ${after} bytes`,
+    what: `truncated model.pt from ${size} to ${after} bytes`,
     path,
     sizeBefore: size,
     sizeAfter: after,

@@ -37,7 +37,11 @@ export interface DemoResume {
       }
     | { readonly kind: "fresh"; readonly reason: string }
     | { readonly kind: "refused"; readonly code: string; readonly reason: string };
-  /** Where training stood after resuming (undefined when resume refused). */
+  /** Whether the trainer could load what the manager chose (absent when it chose nothing). */
+  readonly load?:
+    | { readonly ok: true }
+    | { readonly ok: false; readonly code: string; readonly reason: string };
+  /** Where training stood after resuming (undefined when resume refused or loading failed). */
   readonly continuedTo?: number;
 }
 
@@ -102,7 +106,9 @@ async function need<T>(
   return value as T;
 }
 
-const MAIN = { name: "main", steps: 60, saveEvery: 20, keepOptimLast: 1, keepModelLast: 2, validateAt: [50] };
+// The validation artifact (iteration 30) sits behind the last complete checkpoint a kill can leave
+// (40), so resume is not refused for being behind a committed artifact.
+const MAIN = { name: "main", steps: 60, saveEvery: 20, keepOptimLast: 2, keepModelLast: 3, validateAt: [30] };
 const RESUMED_TO = 80;
 const EXPERT_STEPS = 30;
 const SEEDS = { init: 1, task: 11, data: 101 };
@@ -255,17 +261,38 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   let resumed: TrainResult | undefined;
   await run("resume", ["fault"], async () => {
     const { train } = await import("./train.js");
+    let decision: ResumeDecision | undefined;
     try {
-      resumed = await train({ ...trainBase, name: MAIN.name, steps: RESUMED_TO, validateAt: [] });
+      resumed = await train({
+        ...trainBase,
+        name: MAIN.name,
+        steps: RESUMED_TO,
+        validateAt: [],
+        onEvent: (event) => {
+          if (event.type === "resume") decision = event.decision;
+        },
+      });
     } catch (error) {
       const e = error as { code?: string; message?: string };
       if (isNotImplemented(error) || e.code === undefined) throw error;
-      report.resume = { fault: fault!, decision: { kind: "refused", code: e.code, reason: e.message ?? "" } };
-      return `resume refused (${e.code}): ${e.message}`;
+      const failure = { code: e.code, reason: e.message ?? "" };
+      if (decision === undefined) {
+        // The manager refused to pick a resume source: that is its answer to the fault.
+        report.resume = { fault: fault!, decision: { kind: "refused", ...failure } };
+        return `resume refused (${e.code}): ${e.message}`;
+      }
+      // The manager chose a checkpoint and the trainer could not load it.
+      report.resume = {
+        fault: fault!,
+        decision: describeDecision(decision),
+        load: { ok: false, ...failure },
+      };
+      return `the manager chose ${decision.kind === "checkpoint" ? decision.iterDir : decision.kind}; loading it failed (${e.code}): ${e.message}`;
     }
     report.resume = {
       fault: fault!,
       decision: describeDecision(resumed.resume),
+      load: { ok: true },
       continuedTo: resumed.finalIteration,
     };
     const d = report.resume.decision;
