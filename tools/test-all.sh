@@ -49,6 +49,8 @@ trap 'bash tools/s3-server/ceph-s3.sh stop >&2 || true' EXIT
 # --- tests ---------------------------------------------------------------------------------
 # Every package's suite runs even when an earlier one fails (--no-bail), one package at a time
 # (each vitest already uses both cores); the build above is reused, not redone.
+# The fresh-clone test (test/fresh-clone) clones HEAD and runs the README's main job from scratch.
+export CKPT_FRESH_CLONE=${CKPT_FRESH_CLONE:-1}
 report_dir=$(mktemp -d /tmp/ckpt-test-reports.XXXXXX)
 log "tests (reports in $report_dir)"
 CKPT_REPORT_DIR=$report_dir NODE_NO_WARNINGS=1 pnpm -r --workspace-concurrency=1 --no-bail run test >&2
