@@ -1,0 +1,69 @@
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, describe, expect, it } from "vitest";
+import { DEMO_MARKER_FILE, prepareDemoDir } from "../src/demo/directory.js";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+let cleanup: () => Promise<void> = async () => {};
+afterEach(() => cleanup());
+
+async function scratch(): Promise<string> {
+  const made = await makeTempDir("ckpt-demo-dir-");
+  cleanup = made.cleanup;
+  return made.dir;
+}
+
+describe("the demo directory marker", () => {
+  it("ckpt demo refuses an existing directory without its marker and leaves it untouched", async () => {
+    const dir = join(await scratch(), "mine");
+    await mkdir(dir);
+    await writeFile(join(dir, "notes.txt"), "keep me");
+    const c = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--json"], c.io)).toBe(2);
+    const out = JSON.parse(c.out()) as { ok: boolean; error: { code: string; message: string } };
+    expect(out.error.code).toBe("DEMO_DIR_NOT_OURS");
+    expect(out.error.message).toContain(dir);
+    expect(await readdir(dir)).toEqual(["notes.txt"]);
+  });
+
+  it("--clean refuses a directory without the marker", async () => {
+    const dir = await scratch();
+    await writeFile(join(dir, "data.bin"), "x");
+    const c = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--clean"], c.io)).toBe(2);
+    expect(c.err()).toContain(DEMO_MARKER_FILE);
+    expect(await readdir(dir)).toEqual(["data.bin"]);
+  });
+
+  it("--clean removes a demo directory, and keeps files the demo did not make", async () => {
+    const root = await scratch();
+    const dir = join(root, "demo");
+    expect(await prepareDemoDir(dir)).toBe("created");
+    const marker = JSON.parse(await readFile(join(dir, DEMO_MARKER_FILE), "utf8")) as { schema: string };
+    expect(marker.schema).toBe("ckpt.demo-marker.v1");
+    await mkdir(join(dir, "runs", "x"), { recursive: true });
+    await writeFile(join(dir, "runs", "x", "f"), "demo output");
+    await writeFile(join(dir, "user.txt"), "not the demo's");
+
+    const first = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--clean", "--json"], first.io)).toBe(0);
+    expect(JSON.parse(first.out())).toMatchObject({ ok: true, removed: false, left: ["user.txt"] });
+    expect((await readdir(dir)).sort()).toEqual([DEMO_MARKER_FILE, "user.txt"]);
+
+    await rm(join(dir, "user.txt"));
+    const second = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--clean"], second.io)).toBe(0);
+    expect(await readdir(root)).toEqual([]);
+  });
+
+  it("a directory the demo made is reused: its earlier results are cleared", async () => {
+    const dir = join(await scratch(), "demo");
+    await prepareDemoDir(dir);
+    await mkdir(join(dir, "archive"), { recursive: true });
+    await writeFile(join(dir, "archive", "old"), "previous run");
+    expect(await prepareDemoDir(dir)).toBe("reused");
+    expect(await readdir(dir)).toEqual([DEMO_MARKER_FILE]);
+  });
+});
