@@ -2,6 +2,7 @@ import { artifactGroup } from "./artifact/index.js";
 import { demoCommand } from "./demo.js";
 import { doctorCommand } from "./doctor.js";
 import { inspectCommand } from "./inspect.js";
+import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { storeGroup } from "./store/index.js";
 
@@ -10,6 +11,7 @@ export const commands: readonly CommandEntry[] = [
   artifactGroup,
   storeGroup,
   inspectCommand,
+  mergeCommand,
   doctorCommand,
   demoCommand,
 ];

@@ -1,0 +1,110 @@
+import type { MergeReport } from "@ckpt/merge";
+import { createProgress } from "../progress.js";
+import { formatBytes } from "../render.js";
+import type { CkptCommand } from "./registry.js";
+
+interface MergeArgs {
+  mode: string;
+  experts: string | string[];
+  base?: string;
+  lam?: number;
+  out: string;
+  iteration?: number;
+  diag?: string;
+  force: boolean;
+  quiet: boolean;
+}
+
+/** `--experts a,b --experts c` → [a, b, c], in order (the order is part of the request). */
+export function splitExperts(value: string | readonly string[]): string[] {
+  return (typeof value === "string" ? [value] : value).flatMap((v) => v.split(","));
+}
+
+/** The human rendering of a merge report. */
+export function renderMerge(report: MergeReport): string {
+  const what =
+    report.mode === "avg"
+      ? `average of ${report.experts.length} experts`
+      : `base + ${report.lam} × Σ(expert − base) over ${report.experts.length} experts`;
+  const head =
+    report.status === "skipped"
+      ? `skipped: ${report.out} already holds this ${what} (${report.reason})`
+      : `merged: ${report.out} (${what}; ${report.reason})`;
+  return [
+    head,
+    `  ${report.tensors} tensors, ${formatBytes(report.model.size)}, sha256 ${report.model.sha256}`,
+    `  diagnostics: ${report.diagnostics}`,
+    ...(report.recovered.length > 0
+      ? [`  recovered an interrupted run first: ${report.recovered.join(", ")}`]
+      : []),
+  ].join("\n");
+}
+
+export const mergeCommand: CkptCommand<MergeArgs> = {
+  command: "merge",
+  describe:
+    "Merge consolidated experts (avg, or task vectors onto an HF base) into a model-only artifact, streaming",
+  builder: (yargs) =>
+    yargs
+      .option("mode", {
+        type: "string",
+        choices: ["avg", "tv"],
+        demandOption: true,
+        describe: "avg: uniform average of the experts; tv: base + lam × Σ(expert − base)",
+      })
+      .option("experts", {
+        type: "string",
+        demandOption: true,
+        describe: "Expert files, comma-separated, in order (torch.save {net: state_dict} or .safetensors)",
+      })
+      .option("base", { type: "string", describe: "Hugging Face base directory (required for tv)" })
+      .option("lam", { type: "number", describe: "Task-vector scale for tv (default 1.0)" })
+      .option("out", {
+        type: "string",
+        demandOption: true,
+        describe: "<...>/checkpoint_artifacts/iter_<n>/model.pt",
+      })
+      .option("iteration", { type: "number", describe: "Must equal the iteration of the --out directory" })
+      .option("diag", {
+        type: "string",
+        describe: "Diagnostics JSON (default merge-diagnostics.json inside the artifact, archived with it)",
+      })
+      .option("force", {
+        type: "boolean",
+        default: false,
+        describe: "Replace a completed merge of another request or tool version (or rebuild this one)",
+      })
+      .example(
+        "ckpt merge --mode avg --experts a/model.pt,b/model.pt,c/model.pt --out run/20260901120000/checkpoint_artifacts/iter_000000300/model.pt",
+        "uniform average; re-running it skips once the output is complete",
+      )
+      .example(
+        "ckpt merge --mode tv --lam 0.5 --base /models/base-hf --experts a/model.pt,b/model.pt --out run/ts/checkpoint_artifacts/iter_000000300/model.pt --diag tv-diag.json",
+        "task vectors onto the base, with per-tensor delta norms and cosines in tv-diag.json",
+      ),
+  async run(args, io) {
+    const { mergeExpertsIter } = await import("@ckpt/merge");
+    const progress = createProgress(io, "merge", { quiet: args.quiet });
+    let report: MergeReport | undefined;
+    try {
+      const events = mergeExpertsIter({
+        mode: args.mode,
+        experts: splitExperts(args.experts),
+        base: args.base,
+        lam: args.lam,
+        out: args.out,
+        iteration: args.iteration,
+        diag: args.diag,
+        force: args.force,
+      });
+      for await (const event of events) {
+        if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.tensor);
+        else if (event.type === "done") report = event.report;
+      }
+    } finally {
+      progress.finish();
+    }
+    if (report === undefined) throw new Error("merge ended without a report");
+    return { exitCode: 0, report: { ok: true, ...report }, human: renderMerge(report) };
+  },
+};

@@ -1,0 +1,183 @@
+import { mkdir, readdir } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { f32ToBf16Bytes, writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { splitExperts } from "../src/commands/merge.js";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+let tmp: { dir: string; cleanup: () => Promise<void> };
+beforeEach(async () => {
+  tmp = await makeTempDir("ckpt-cli-merge-");
+});
+afterEach(() => tmp.cleanup());
+
+const shapes: Record<string, number[]> = { "model.embed_tokens.weight": [64, 32], "model.norm.weight": [32] };
+const bf16 = (n: number, value: (i: number) => number) => {
+  const out = new Uint8Array(n * 2);
+  f32ToBf16Bytes(
+    Float32Array.from({ length: n }, (_, i) => value(i)),
+    out,
+  );
+  return out;
+};
+const numel = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
+
+async function expert(name: string, k: number, keys = shapes): Promise<string> {
+  const path = join(tmp.dir, name, "model.pt");
+  await mkdir(dirname(path), { recursive: true });
+  const net = Object.fromEntries(
+    Object.entries(keys).map(([key, shape]) => [key, { dtype: "BF16" as const, shape }]),
+  );
+  await writeTorchFile(path, {
+    tree: { net },
+    provideTensor: (_name, desc) => bf16(numel([...desc.shape]), (i) => (i % 11) * 0.01 + k),
+  });
+  return path;
+}
+
+async function base(): Promise<string> {
+  const dir = join(tmp.dir, "base");
+  const tensors = Object.entries(shapes).map(([name, shape]) => ({ name, dtype: "BF16" as const, shape }));
+  await writeShardedSafetensors(dir, tensors, (t) => bf16(numel([...t.shape]), () => 0.5), {
+    maxShardBytes: 1024,
+  });
+  return dir;
+}
+
+const outPath = () => join(tmp.dir, "run/checkpoint_artifacts/iter_000000300/model.pt");
+
+async function cli(args: string[], options: { interactive?: boolean } = {}) {
+  const c = captureIo(options);
+  const code = await runCli(["merge", ...args], c.io);
+  return { code, out: c.out(), err: c.err(), json: () => JSON.parse(c.out()) };
+}
+
+describe("ckpt merge", () => {
+  it("--help lists the options and examples", async () => {
+    const r = await cli(["--help"]);
+    expect(r.code).toBe(0);
+    for (const text of [
+      "--mode",
+      "--experts",
+      "--base",
+      "--lam",
+      "--out",
+      "--iteration",
+      "--diag",
+      "--force",
+      "Examples:",
+    ]) {
+      expect(r.out).toContain(text);
+    }
+  });
+
+  it("merges, then skips the identical request (JSON report)", async () => {
+    const experts = [await expert("a", 0), await expert("b", 1), await expert("c", 2)];
+    const first = await cli(["--mode", "avg", "--experts", experts.join(","), "--out", outPath(), "--json"]);
+    expect(first.code).toBe(0);
+    expect(first.json()).toMatchObject({
+      ok: true,
+      status: "merged",
+      iteration: 300,
+      tensors: 2,
+      mode: "avg",
+    });
+    const again = await cli(["--mode", "avg", "--experts", experts.join(","), "--out", outPath(), "--json"]);
+    expect(again.json()).toMatchObject({ ok: true, status: "skipped", model: first.json().model });
+    expect((await readdir(dirname(outPath()))).sort()).toEqual([
+      ".merge-complete.json",
+      ".posttrain-checkpoint-artifact.json",
+      "merge-diagnostics.json",
+      "model.pt",
+    ]);
+  });
+
+  it("prints a human summary and draws progress on a terminal only", async () => {
+    const experts = [await expert("a", 0), await expert("b", 1)];
+    const tty = await cli(
+      [
+        "--mode",
+        "tv",
+        "--base",
+        await base(),
+        "--lam",
+        "0.5",
+        "--experts",
+        experts.join(","),
+        "--out",
+        outPath(),
+      ],
+      {
+        interactive: true,
+      },
+    );
+    expect(tty.code).toBe(0);
+    expect(tty.out).toMatch(
+      /^merged: .*iter_000000300\/model\.pt \(base \+ 0\.5 × Σ\(expert − base\) over 2 experts; no output yet\)/,
+    );
+    expect(tty.out).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
+    expect(tty.err).toContain("merge [");
+    const plain = await cli([
+      "--mode",
+      "tv",
+      "--base",
+      join(tmp.dir, "base"),
+      "--lam",
+      "0.5",
+      "--experts",
+      experts.join(","),
+      "--out",
+      outPath(),
+    ]);
+    expect(plain.out).toMatch(/^skipped: /);
+    expect(plain.err).toBe("");
+  });
+
+  it("refuses a completed different request with exit 1, naming the remedy; --force replaces it", async () => {
+    const experts = [await expert("a", 0), await expert("b", 1)];
+    expect((await cli(["--mode", "avg", "--experts", experts.join(","), "--out", outPath()])).code).toBe(0);
+    const swapped = [...experts].reverse().join(",");
+    const refused = await cli(["--mode", "avg", "--experts", swapped, "--out", outPath(), "--json"]);
+    expect(refused.code).toBe(1);
+    expect(refused.json()).toMatchObject({ ok: false, error: { code: "MERGE_DIFFERENT_REQUEST" } });
+    expect(refused.json().error.message).toMatch(/experts\[0\].*--force/);
+    const human = await cli(["--mode", "avg", "--experts", swapped, "--out", outPath()]);
+    expect(human.err).toMatch(
+      /^ckpt: merge into .*iter_000000300: it holds a completed merge of another request/,
+    );
+    expect(
+      (await cli(["--mode", "avg", "--experts", swapped, "--out", outPath(), "--force", "--json"])).json()
+        .status,
+    ).toBe("merged");
+  });
+
+  it("exits 2 naming the key and the file when an expert lacks a tensor, and writes nothing", async () => {
+    const a = await expert("a", 0);
+    const b = await expert("b", 1, { "model.embed_tokens.weight": [64, 32] });
+    const r = await cli(["--mode", "avg", "--experts", `${a},${b}`, "--out", outPath()]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain(`expert 2 (${b}) lacks tensor model.norm.weight`);
+    expect(await readdir(tmp.dir)).not.toContain("run");
+  });
+
+  it.each([
+    ["tv without --base", ["--mode", "tv"], "MERGE_BAD_REQUEST"],
+    ["--lam with avg", ["--mode", "avg", "--lam", "0.5"], "MERGE_BAD_REQUEST"],
+    ["an --out outside iter_*/model.pt", ["--mode", "avg", "--out", "/tmp/x/model.pt"], "MERGE_BAD_OUT_PATH"],
+    ["a disagreeing --iteration", ["--mode", "avg", "--iteration", "7"], "MERGE_ITERATION_MISMATCH"],
+    ["an unknown mode", ["--mode", "ties"], "CLI_USAGE"],
+  ])("exits 2 on %s", async (_label, args, code) => {
+    const experts = [await expert("a", 0)];
+    const out = args.includes("--out") ? [] : ["--out", outPath()];
+    const r = await cli(["--experts", experts.join(","), ...out, ...args, "--json"]);
+    expect(r.code).toBe(2);
+    expect(r.json().error.code).toBe(code);
+  });
+
+  it("splits --experts on commas and keeps repeated flags in order", () => {
+    expect(splitExperts("a,b")).toEqual(["a", "b"]);
+    expect(splitExperts(["a,b", "c"])).toEqual(["a", "b", "c"]);
+  });
+});
