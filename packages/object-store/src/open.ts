@@ -14,6 +14,8 @@ export interface OpenStoreOptions {
   readonly retry?: StoreRetryOptions;
   /** Per-attempt timeout in milliseconds. */
   readonly timeoutMs?: number;
+  /** s3:// only: memory for multipart part buffers shared by the store's uploads (default 64 MiB). */
+  readonly partBufferBytes?: number;
 }
 
 /**
@@ -52,6 +54,7 @@ export async function openStore(uri: string, options: OpenStoreOptions = {}): Pr
         // The endpoint comes from the credentials file alone (receipts bind to what it names); the
         // region, which is not part of the identity, may still come from the environment.
         env: { AWS_REGION: process.env.AWS_REGION, AWS_DEFAULT_REGION: process.env.AWS_DEFAULT_REGION },
+        ...(options.partBufferBytes === undefined ? {} : { partBufferBytes: options.partBufferBytes }),
         ...tuning,
       });
     case "gs": {

@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
@@ -148,6 +150,71 @@ describe("S3 backend against Ceph RGW", () => {
     expect(await s.head("d2")).toBeUndefined();
   });
 
+  it("a file rewritten after it was hashed is refused (single and multipart), storing nothing", async () => {
+    const { dir, cleanup: rmDir } = await makeTempDir();
+    onTestFinished(rmDir);
+    const hashed = randomBytes(7 * MiB);
+    const rewritten = Buffer.from(hashed);
+    rewritten[rewritten.length - 1]! ^= 1; // only the very last byte differs
+    await writeFile(join(dir, "f"), rewritten);
+    const s = store();
+    for (const [key, threshold] of [
+      ["single", undefined],
+      ["multi", 5 * MiB],
+    ] as const) {
+      await expect(
+        s.put(
+          key,
+          { path: join(dir, "f") },
+          {
+            sha256: sha(hashed),
+            ...(threshold === undefined ? {} : { multipartThreshold: threshold, partSize: 5 * MiB }),
+          },
+        ),
+      ).rejects.toMatchObject({ code: "STORE_INTEGRITY", kind: "input" });
+      expect(await s.head(key)).toBeUndefined();
+    }
+  });
+
+  it("concurrent multipart uploads share one part budget and all complete intact", async () => {
+    const { dir, cleanup: rmDir } = await makeTempDir();
+    onTestFinished(rmDir);
+    const s = createS3Store({
+      bucket,
+      prefix: `budget-${randomBytes(3).toString("hex")}`,
+      credentials: testCredentials(env),
+      retry: noWait,
+      env: {},
+      // One 5 MiB part in memory at a time, for four uploads of four parts in flight each.
+      partBufferBytes: 5 * MiB,
+    });
+    const files = await Promise.all(
+      [0, 1, 2, 3].map(async (i) => {
+        const data = randomBytes(11 * MiB + i);
+        await writeFile(join(dir, `f${i}`), data);
+        return { key: `f${i}`, data };
+      }),
+    );
+    await Promise.all(
+      files.map(({ key, data }) =>
+        s.put(
+          key,
+          { path: join(dir, key) },
+          {
+            sha256: sha(data),
+            multipartThreshold: 5 * MiB,
+            partSize: 5 * MiB,
+            concurrency: 4,
+          },
+        ),
+      ),
+    );
+    for (const { key, data } of files) {
+      expect((await s.head(key))?.sha256).toBe(sha(data));
+      expect(sha(await buffer(await s.get(key)))).toBe(sha(data));
+    }
+  });
+
   it("refuses a stream that is shorter than its declared size", async () => {
     const s = store();
     await expect(
@@ -159,7 +226,7 @@ describe("S3 backend against Ceph RGW", () => {
   it("measured: stream bodies need WHEN_REQUIRED checksums (the SDK default gets 411 from Ceph pacific)", async () => {
     const resolved = resolveS3Endpoint({ credentials: testCredentials(env), env: {} });
     expect(resolved.dialect).toBe("s3-compatible");
-    const ours = makeS3Client(resolved, testCredentials(env));
+    const ours = await makeS3Client(resolved, testCredentials(env));
     const body = () => Readable.from([Buffer.from("streamed body")]);
     const ok = await ours.send(
       new PutObjectCommand({ Bucket: bucket, Key: "stream-ok", Body: body(), ContentLength: 13 }),
@@ -254,6 +321,48 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
       subject: "s3://b/model.pt",
       message: expect.stringContaining("after 4096 bytes"),
     });
+  });
+
+  it("a file whose bytes contradict its digest is streamed but for its last chunk, and the request is cut", async () => {
+    // One read pass feeds the request and the digest: the body goes out as it is read, and only
+    // the final chunk waits for the digest. A mismatch then cuts the request short of its
+    // Content-Length, so no server can complete it.
+    const received: Array<{ bytes: number; complete: boolean }> = [];
+    const server = createServer((req, res) => {
+      const seen = { bytes: 0, complete: false };
+      received.push(seen);
+      req.on("data", (chunk: Buffer) => {
+        seen.bytes += chunk.byteLength;
+      });
+      req.on("end", () => {
+        seen.complete = true;
+        res.writeHead(200, { etag: '"x"' }).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    onTestFinished(
+      () =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    );
+    const { dir, cleanup: rmDir } = await makeTempDir();
+    onTestFinished(rmDir);
+    const data = randomBytes(3 * MiB);
+    await writeFile(join(dir, "f"), data);
+    const s = storeOn({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+    await expect(s.put("f", { path: join(dir, "f") }, { sha256: "0".repeat(64) })).rejects.toMatchObject({
+      code: "STORE_INTEGRITY",
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(received).toHaveLength(1); // a digest mismatch is not retried
+    expect(received[0]!.complete).toBe(false);
+    expect(received[0]!.bytes).toBeLessThan(data.length);
+    expect(received[0]!.bytes).toBeGreaterThan(data.length - 1024 * 1024);
+    // The same file with its true digest goes through whole.
+    await s.put("f", { path: join(dir, "f") }, { sha256: sha(data) });
+    expect(received.at(-1)).toEqual({ bytes: data.length, complete: true });
   });
 
   it("a 501 to If-None-Match fails closed with STORE_CONDITIONAL_UNSUPPORTED", async () => {
@@ -409,7 +518,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
     });
     const resolved = resolveS3Endpoint({ region: "eu-west-1", env: {} });
     expect(resolved).toMatchObject({ dialect: "aws", authority: "s3.amazonaws.com" });
-    const client = makeS3Client(resolved, undefined);
+    const client = await makeS3Client(resolved, undefined);
     const endpoint = await client.config.endpoint?.();
     expect(endpoint?.hostname).toBe("s3.eu-west-1.amazonaws.com");
   });

@@ -2,11 +2,12 @@ import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { type File, type FileMetadata, Storage, type StorageOptions } from "@google-cloud/storage";
+import type { File, FileMetadata, Storage, StorageOptions } from "@google-cloud/storage";
 import { DEFAULT_GCS_ENDPOINT } from "../credentials.js";
 import { ObjectStoreError } from "../errors.js";
 import { bodySize, DEFAULT_PART_SIZE, digestMismatch, isMultipart, wholeBody } from "../internal/body.js";
 import { remoteGet } from "../internal/get.js";
+import { lazy } from "../internal/lazy.js";
 import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import {
@@ -55,15 +56,19 @@ export interface GcsStoreOptions {
 /** Resumable chunks must be multiples of 256 KiB. */
 const RESUMABLE_CHUNK_GRANULE = 256 * 1024;
 
+/** The client library, loaded on first use (see `lazy`). */
+const loadGcsSdk = lazy(() => import("@google-cloud/storage"));
+
 interface Ctx extends RemoteContext {
-  readonly storage: Storage;
+  /** This store's client, created once the library is loaded. */
+  readonly storage: () => Promise<Storage>;
   readonly bucket: string;
   readonly prefix: string;
 }
 
-function file(ctx: Ctx, key: string): File {
+async function file(ctx: Ctx, key: string): Promise<File> {
   validateKey(key);
-  return ctx.storage.bucket(ctx.bucket).file(joinPrefix(ctx.prefix, key));
+  return (await ctx.storage()).bucket(ctx.bucket).file(joinPrefix(ctx.prefix, key));
 }
 
 function infoFrom(key: string, meta: FileMetadata): ObjectInfo {
@@ -82,7 +87,7 @@ function infoFrom(key: string, meta: FileMetadata): ObjectInfo {
 }
 
 async function head(ctx: Ctx, key: string, call?: CallOptions): Promise<ObjectInfo | undefined> {
-  const f = file(ctx, key);
+  const f = await file(ctx, key);
   return retrying(ctx, "head", `${ctx.uri}/${key}`, call, async () => {
     try {
       const [meta] = await f.getMetadata();
@@ -107,7 +112,7 @@ async function createIfAbsent(
   body: Uint8Array,
   options: PutOptions | undefined,
 ): Promise<CreateResult> {
-  const f = file(ctx, key);
+  const f = await file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   return conditionalCreate(
@@ -153,7 +158,7 @@ async function put(
   body: PutBody,
   options: PutOptions | undefined,
 ): Promise<ObjectInfo> {
-  const f = file(ctx, key);
+  const f = await file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
@@ -238,7 +243,7 @@ function openDownload(f: File, start: number | undefined, end: number | undefine
 }
 
 async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {
-  const f = file(ctx, key);
+  const f = await file(ctx, key);
   const subject = `${ctx.uri}/${key}`;
   return remoteGet(
     subject,
@@ -260,7 +265,7 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
   validateListPrefix(prefix);
   const full = joinPrefix(ctx.prefix, prefix);
   const subject = `${ctx.uri}/${prefix}`;
-  const bucket = ctx.storage.bucket(ctx.bucket);
+  const bucket = (await ctx.storage()).bucket(ctx.bucket);
   let pageToken: string | undefined;
   do {
     const [files, next] = await retrying(ctx, "list", subject, options, () =>
@@ -279,13 +284,16 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
 }
 
 async function remove(ctx: Ctx, key: string, call: CallOptions | undefined): Promise<void> {
-  const f = file(ctx, key);
+  const f = await file(ctx, key);
   await retrying(ctx, "delete", `${ctx.uri}/${key}`, call, async () => {
     await f.delete({ ignoreNotFound: true });
   });
 }
 
-/** An ObjectStore on Google Cloud Storage's JSON API via @google-cloud/storage. */
+/**
+ * An ObjectStore on Google Cloud Storage's JSON API via @google-cloud/storage, which is loaded on
+ * the store's first request, not when the store is created.
+ */
 export function createGcsStore(options: GcsStoreOptions): ObjectStore {
   const { prefix, uri } = bucketLocation("gs", options.bucket, options.prefix);
   let authority = DEFAULT_GCS_ENDPOINT;
@@ -314,7 +322,7 @@ export function createGcsStore(options: GcsStoreOptions): ObjectStore {
         }),
   };
   const ctx: Ctx = {
-    storage: options.storage ?? new Storage(storageOptions),
+    storage: lazy(async () => options.storage ?? new (await loadGcsSdk()).Storage(storageOptions)),
     bucket: options.bucket,
     prefix,
     uri,

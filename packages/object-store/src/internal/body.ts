@@ -1,9 +1,10 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { open, stat } from "node:fs/promises";
-import { Readable } from "node:stream";
+import { Readable, Transform } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import type { PutBody, PutOptions } from "../types.js";
+import type { PartLease } from "./parts.js";
 
 /** Default size above which a put goes multipart (resumable on GCS). */
 export const DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024;
@@ -114,80 +115,192 @@ export function effectivePartSize(size: number, requested: number | undefined): 
   return Math.max(wanted, Math.ceil(size / MAX_PARTS));
 }
 
-/** Read exactly `length` bytes of `path` at `offset` (positioned reads; the file is not seeked). */
-async function readRange(path: string, offset: number, length: number, subject: string): Promise<Buffer> {
+/** Fill `buffer` with the bytes of `path` from `offset` (positioned reads; the file is not seeked). */
+async function readInto(path: string, offset: number, buffer: Buffer, subject: string): Promise<void> {
   const handle = await open(path, "r");
   try {
-    const buffer = Buffer.allocUnsafe(length);
     let filled = 0;
-    while (filled < length) {
-      const { bytesRead } = await handle.read(buffer, filled, length - filled, offset + filled);
-      if (bytesRead === 0) throw sizeMismatch(subject, offset + filled, offset + length);
+    while (filled < buffer.byteLength) {
+      const { bytesRead } = await handle.read(buffer, filled, buffer.byteLength - filled, offset + filled);
+      if (bytesRead === 0) throw sizeMismatch(subject, offset + filled, offset + buffer.byteLength);
       filled += bytesRead;
     }
-    return buffer;
   } finally {
     await handle.close();
   }
 }
 
+const asBuffer = (chunk: unknown): Buffer =>
+  Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+
+/** Where part buffers come from: a store's shared {@link PartBuffers} (or plain allocation). */
+export type PartAllocator = (size: number) => Promise<PartLease>;
+
+/** A part that borrows nothing: a view of the caller's bytes. */
+function unlent(bytes: Buffer): PartLease {
+  return { bytes, release: () => {}, discard: () => {} };
+}
+
 /** Collect a stream into parts of exactly `partSize` bytes (the last may be shorter). */
-async function* streamParts(stream: Readable, partSize: number, size: number, subject: string) {
-  let pending: Buffer[] = [];
-  let pendingBytes = 0;
+async function* streamParts(
+  stream: Readable,
+  partSize: number,
+  size: number,
+  subject: string,
+  allocate: PartAllocator,
+): AsyncGenerator<PartLease> {
+  let current: PartLease | undefined;
+  let filled = 0;
+  let yielded = 0;
   let total = 0;
-  for await (const chunk of stream) {
-    let data: Buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-    total += data.byteLength;
-    if (total > size) throw sizeMismatch(subject, total, size);
-    while (pendingBytes + data.byteLength >= partSize) {
-      const take = partSize - pendingBytes;
-      pending.push(data.subarray(0, take));
-      yield Buffer.concat(pending, partSize);
-      data = data.subarray(take);
-      pending = [];
-      pendingBytes = 0;
+  try {
+    for await (const chunk of stream) {
+      let data = asBuffer(chunk);
+      total += data.byteLength;
+      if (total > size) throw sizeMismatch(subject, total, size);
+      while (data.byteLength > 0) {
+        current ??= await allocate(Math.min(partSize, size - yielded));
+        const copied = data.copy(current.bytes, filled);
+        filled += copied;
+        data = data.subarray(copied);
+        if (filled === current.bytes.byteLength) {
+          const part = current;
+          current = undefined;
+          yielded += filled;
+          filled = 0;
+          yield part;
+        }
+      }
     }
-    if (data.byteLength > 0) {
-      pending.push(data);
-      pendingBytes += data.byteLength;
-    }
+    if (total !== size) throw sizeMismatch(subject, total, size);
+  } catch (error) {
+    current?.discard();
+    throw error;
   }
-  if (total !== size) throw sizeMismatch(subject, total, size);
-  if (pendingBytes > 0 || size === 0) yield Buffer.concat(pending, pendingBytes);
+  if (size === 0) yield unlent(Buffer.alloc(0));
 }
 
 /**
- * The body cut into parts, produced lazily: a file is read part by part with positioned reads and
- * a stream is buffered one part at a time, so memory stays at about (concurrency + 1) parts.
+ * The body cut into parts, produced lazily in order: a file is read part by part with positioned
+ * reads and a stream is copied one part at a time, each into a buffer from `allocate`, so memory
+ * stays within what the allocator lends. Bytes in memory are cut into views and borrow nothing.
  */
 export async function* bodyParts(
   body: PutBody,
   size: number,
   partSize: number,
   subject: string,
-): AsyncGenerator<Buffer> {
+  allocate: PartAllocator,
+): AsyncGenerator<PartLease> {
   if (body instanceof Uint8Array) {
     for (let offset = 0; offset < size || (size === 0 && offset === 0); offset += partSize) {
-      yield Buffer.from(body.buffer, body.byteOffset + offset, Math.min(partSize, size - offset));
+      yield unlent(Buffer.from(body.buffer, body.byteOffset + offset, Math.min(partSize, size - offset)));
       if (size === 0) return;
     }
     return;
   }
   if ("path" in body) {
     for (let offset = 0; offset < size; offset += partSize) {
-      yield await readRange(body.path, offset, Math.min(partSize, size - offset), subject);
+      const part = await allocate(Math.min(partSize, size - offset));
+      try {
+        await readInto(body.path, offset, part.bytes, subject);
+      } catch (error) {
+        part.discard();
+        throw error;
+      }
+      yield part;
     }
     return;
   }
-  yield* streamParts(body.stream, partSize, size, subject);
+  yield* streamParts(body.stream, partSize, size, subject, allocate);
 }
 
 /** The whole body in memory; used for single-request uploads (at most the multipart threshold). */
 export async function wholeBody(body: PutBody, size: number, subject: string): Promise<Buffer> {
   if (body instanceof Uint8Array) return Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-  if ("path" in body) return size === 0 ? Buffer.alloc(0) : readRange(body.path, 0, size, subject);
-  const parts: Buffer[] = [];
-  for await (const part of streamParts(body.stream, Math.max(size, 1), size, subject)) parts.push(part);
-  return Buffer.concat(parts, size);
+  if ("path" in body) {
+    const bytes = Buffer.allocUnsafe(size);
+    if (size > 0) await readInto(body.path, 0, bytes, subject);
+    return bytes;
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+  for await (const chunk of body.stream) {
+    const data = asBuffer(chunk);
+    total += data.byteLength;
+    if (total > size) throw sizeMismatch(subject, total, size);
+    chunks.push(data);
+  }
+  if (total !== size) throw sizeMismatch(subject, total, size);
+  return Buffer.concat(chunks, size);
+}
+
+/** Bytes per read of a streamed file body: large enough that per-chunk costs vanish. */
+const FILE_STREAM_CHUNK = 512 * 1024;
+
+/** A body stream that checks its bytes, and what it found wrong (once it has failed). */
+export interface VerifiedStream {
+  readonly stream: Readable;
+  readonly failure: () => ObjectStoreError | undefined;
+}
+
+/**
+ * The first `size` bytes of the file at `path`, hashed as they stream. With `sha256`, the last
+ * chunk is held back until the digest of all `size` bytes is known, and bytes that differ (the
+ * file was rewritten after it was hashed) fail the stream before its final byte: a request that
+ * declared `size` as its Content-Length then never completes, so nothing is stored. A file
+ * shorter than `size` fails the same way. One read pass serves the upload and the check.
+ */
+export function verifiedFileStream(
+  path: string,
+  size: number,
+  sha256: string | undefined,
+  subject: string,
+): VerifiedStream {
+  let failure: ObjectStoreError | undefined;
+  const fail = (error: ObjectStoreError) => {
+    failure = error;
+    return error;
+  };
+  const hash = createHash("sha256");
+  let seen = 0;
+  const check = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.byteLength;
+      hash.update(chunk);
+      if (seen < size) {
+        done(null, chunk);
+        return;
+      }
+      const digest = hash.digest("hex");
+      if (sha256 !== undefined && digest !== sha256) done(fail(digestMismatch(subject, digest, sha256)));
+      else done(null, chunk);
+    },
+    flush(done) {
+      if (seen !== size) done(fail(sizeMismatch(subject, seen, size)));
+      else done();
+    },
+  });
+  if (size === 0) {
+    check.end();
+    return { stream: check, failure: () => failure };
+  }
+  const source = createReadStream(path, { start: 0, end: size - 1, highWaterMark: FILE_STREAM_CHUNK });
+  source.once("error", (error) => {
+    const code = (error as NodeJS.ErrnoException).code ?? error.message;
+    check.destroy(
+      fail(
+        new ObjectStoreError("STORE_REQUEST_FAILED", `put ${subject}: cannot read ${path} (${code}).`, {
+          kind: "input",
+          subject,
+          cause: error,
+        }),
+      ),
+    );
+  });
+  check.once("close", () => {
+    if (!source.destroyed) source.destroy();
+  });
+  source.pipe(check);
+  return { stream: check, failure: () => failure };
 }

@@ -1,7 +1,12 @@
-import { S3Client, type S3ClientConfig } from "@aws-sdk/client-s3";
+import type { S3Client, S3ClientConfig } from "@aws-sdk/client-s3";
 import { DEFAULT_S3_ENDPOINT } from "../credentials.js";
 import { ObjectStoreError } from "../errors.js";
+import { lazy } from "../internal/lazy.js";
 import type { StoreCredentials } from "../types.js";
+
+/** The AWS SDK module, loaded on first use (see `lazy`). */
+export type S3Sdk = typeof import("@aws-sdk/client-s3");
+export const loadS3Sdk: () => Promise<S3Sdk> = lazy(() => import("@aws-sdk/client-s3"));
 
 /** How the S3 API behind an endpoint must be spoken to. */
 export type S3Dialect = "aws" | "s3-compatible" | "gcs";
@@ -92,16 +97,24 @@ const SILENT_LOGGER = {
 };
 
 /**
- * The SDK client for an endpoint. Non-AWS endpoints get path-style addressing (an IP or a
- * private host has no per-bucket DNS) and checksums only when an operation requires them: the
+ * The SDK client configuration for an endpoint. Non-AWS endpoints get path-style addressing (an IP
+ * or a private host has no per-bucket DNS) and checksums only when an operation requires them: the
  * SDK's default streams bodies with `aws-chunked` trailers, which Ceph pacific answers with
- * `411 MissingContentLength` and GCS rejects. SDK retries are off: `withRetry` owns retrying.
+ * `411 MissingContentLength` and GCS rejects. SDK retries are off: `withRetry` owns retrying. No
+ * `Expect: 100-continue`: it costs every upload a round trip for a refusal that is rare and cheap
+ * (bodies are at most a part or the multipart threshold). Throws `STORE_BAD_CREDENTIALS` for half
+ * a key pair. Pure.
  */
-export function makeS3Client(
+export function s3ClientConfig(
   resolved: ResolvedS3Endpoint,
   credentials: StoreCredentials | undefined,
-): S3Client {
-  const config: S3ClientConfig = { region: resolved.region, maxAttempts: 1, logger: SILENT_LOGGER };
+): S3ClientConfig {
+  const config: S3ClientConfig = {
+    region: resolved.region,
+    maxAttempts: 1,
+    logger: SILENT_LOGGER,
+    expectContinueHeader: false,
+  };
   // Always pin the endpoint: left unset, the SDK would take AWS_ENDPOINT_URL or a profile's
   // endpoint_url by itself, and requests would go somewhere the store's identity does not name.
   config.endpoint = resolved.endpoint ?? `https://s3.${resolved.region}.amazonaws.com`;
@@ -121,5 +134,15 @@ export function makeS3Client(
   }
   if (id !== undefined && secret !== undefined)
     config.credentials = { accessKeyId: id, secretAccessKey: secret };
+  return config;
+}
+
+/** The SDK client for an endpoint (loads the SDK): {@link s3ClientConfig} applied. */
+export async function makeS3Client(
+  resolved: ResolvedS3Endpoint,
+  credentials: StoreCredentials | undefined,
+): Promise<S3Client> {
+  const config = s3ClientConfig(resolved, credentials);
+  const { S3Client } = await loadS3Sdk();
   return new S3Client(config);
 }

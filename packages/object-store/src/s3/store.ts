@@ -1,18 +1,6 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  type S3Client,
-  UploadPartCommand,
-} from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
 import { ObjectStoreError } from "../errors.js";
 import {
   abortError,
@@ -22,9 +10,12 @@ import {
   digestMismatch,
   effectivePartSize,
   isMultipart,
+  verifiedFileStream,
   wholeBody,
 } from "../internal/body.js";
 import { remoteGet } from "../internal/get.js";
+import { lazy } from "../internal/lazy.js";
+import { DEFAULT_PART_BUFFER_BYTES, PartBuffers } from "../internal/parts.js";
 import { joinPrefix, keyBelow, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import {
@@ -47,7 +38,7 @@ import type {
   StoreCredentials,
   StoreRetryOptions,
 } from "../types.js";
-import { makeS3Client, resolveS3Endpoint, type S3Dialect } from "./client.js";
+import { loadS3Sdk, resolveS3Endpoint, type S3Dialect, type S3Sdk, s3ClientConfig } from "./client.js";
 import { errorNameOf, httpStatusOf, isNotFound, isPreconditionFailed, toStoreError } from "./errors.js";
 import { gcsConditionalPut } from "./gcs-xml.js";
 
@@ -65,6 +56,11 @@ export interface S3StoreOptions {
   readonly timeoutMs?: number;
   /** A ready client (its endpoint should match `endpoint`, which names the destination). */
   readonly client?: S3Client;
+  /**
+   * Memory for multipart part buffers, shared by all concurrent uploads of this store (default
+   * 64 MiB): what bounds an upload's memory, whatever the number of files in flight.
+   */
+  readonly partBufferBytes?: number;
   /** Overrides the dialect detected from the endpoint host (`storage.googleapis.com` means gcs). */
   readonly dialect?: S3Dialect;
   /** Environment consulted for the endpoint and region (default `process.env`). */
@@ -79,8 +75,15 @@ function objectName(ctx: Ctx, key: string): string {
   return joinPrefix(ctx.prefix, key);
 }
 
-interface Ctx extends RemoteContext {
+/** The SDK module and this store's client, created on first use. */
+interface Sdk {
+  readonly sdk: S3Sdk;
   readonly client: S3Client;
+}
+
+interface Ctx extends RemoteContext {
+  readonly load: () => Promise<Sdk>;
+  readonly parts: PartBuffers;
   readonly bucket: string;
   readonly prefix: string;
   readonly dialect: S3Dialect;
@@ -122,9 +125,10 @@ function putInfo(key: string, size: number, metadata: Record<string, string>, et
 async function head(ctx: Ctx, key: string, call?: CallOptions): Promise<ObjectInfo | undefined> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
+  const { sdk, client } = await ctx.load();
   return retrying(ctx, "head", subject, call, async (abortSignal) => {
     try {
-      const out = await ctx.client.send(new HeadObjectCommand({ Bucket: ctx.bucket, Key: name }), {
+      const out = await client.send(new sdk.HeadObjectCommand({ Bucket: ctx.bucket, Key: name }), {
         abortSignal,
       });
       return infoFromHead(key, out);
@@ -145,6 +149,7 @@ async function createIfAbsent(
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const created = (etag: string | undefined) => putInfo(key, body.byteLength, metadata, etag);
+  const { sdk, client } = await ctx.load();
   return conditionalCreate(
     ctx,
     subject,
@@ -153,7 +158,7 @@ async function createIfAbsent(
     async (abortSignal) => {
       try {
         if (ctx.dialect === "gcs") {
-          const credentials = await ctx.client.config.credentials();
+          const credentials = await client.config.credentials();
           const result = await gcsConditionalPut({
             endpoint: ctx.endpoint ?? "https://storage.googleapis.com",
             bucket: ctx.bucket,
@@ -168,8 +173,8 @@ async function createIfAbsent(
           });
           return created(result.etag);
         }
-        const out = await ctx.client.send(
-          new PutObjectCommand({
+        const out = await client.send(
+          new sdk.PutObjectCommand({
             Bucket: ctx.bucket,
             Key: name,
             Body: body,
@@ -211,32 +216,50 @@ interface Upload {
   readonly options: PutOptions | undefined;
 }
 
+/**
+ * A file is streamed afresh on every attempt, hashed on the way, and its last chunk is held back
+ * until the digest matches (see `verifiedFileStream`): one read pass, and a file rewritten after
+ * it was hashed is never stored. Other bodies (at most the threshold) are held once and checked.
+ */
 async function singlePut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   const { key, name, subject, body, size, metadata, options } = upload;
-  // A file is streamed afresh on every attempt; other bodies are held once (at most the threshold).
-  const held =
-    typeof body === "object" && "path" in body && size > 0 ? undefined : await wholeBody(body, size, subject);
-  if (metadata.sha256 !== undefined) {
-    const hash = createHash("sha256");
-    if (held !== undefined) hash.update(held);
-    else
-      for await (const chunk of createReadStream((body as { path: string }).path))
-        hash.update(chunk as Buffer);
-    const actual = hash.digest("hex");
-    if (actual !== metadata.sha256) throw digestMismatch(subject, actual, metadata.sha256);
+  const { sdk, client } = await ctx.load();
+  const request = (Body: Buffer | Readable) =>
+    new sdk.PutObjectCommand({
+      Bucket: ctx.bucket,
+      Key: name,
+      Body,
+      ContentLength: size,
+      ...objectHeaders(metadata, options),
+    });
+  let out: { ETag?: string };
+  if (typeof body === "object" && "path" in body) {
+    const path = body.path;
+    out = await retrying(ctx, "put", subject, options, async (abortSignal) => {
+      const source = verifiedFileStream(path, size, metadata.sha256, subject);
+      // A failed check ends the body short: cut the request, which would wait for the rest.
+      const cut = new AbortController();
+      source.stream.once("error", () => cut.abort());
+      try {
+        return await client.send(request(source.stream), {
+          abortSignal: AbortSignal.any([abortSignal, cut.signal]),
+        });
+      } catch (error) {
+        throw source.failure() ?? error;
+      } finally {
+        source.stream.destroy();
+      }
+    });
+  } else {
+    const held = await wholeBody(body, size, subject);
+    if (metadata.sha256 !== undefined) {
+      const digest = createHash("sha256").update(held).digest("hex");
+      if (digest !== metadata.sha256) throw digestMismatch(subject, digest, metadata.sha256);
+    }
+    out = await retrying(ctx, "put", subject, options, (abortSignal) =>
+      client.send(request(held), { abortSignal }),
+    );
   }
-  const out = await retrying(ctx, "put", subject, options, (abortSignal) =>
-    ctx.client.send(
-      new PutObjectCommand({
-        Bucket: ctx.bucket,
-        Key: name,
-        Body: held ?? createReadStream((body as { path: string }).path, { start: 0, end: size - 1 }),
-        ContentLength: size,
-        ...objectHeaders(metadata, options),
-      }),
-      { abortSignal },
-    ),
-  );
   options?.onProgress?.(size);
   return putInfo(key, size, metadata, out.ETag);
 }
@@ -260,13 +283,21 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: stri
   });
 }
 
+/**
+ * Parts are read in order into buffers lent by the store's shared {@link PartBuffers} (so memory
+ * stays bounded however many uploads run), hashed in that order for the whole-object digest, and
+ * uploaded `concurrency` at a time as streams, which the SDK sends unsigned instead of hashing
+ * every part a second time (a Buffer body it would hash to sign). The
+ * upload is completed only when the digest of every byte sent matches; otherwise it is aborted.
+ */
 async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   const { key, name, subject, body, size, metadata, options } = upload;
   const partSize = effectivePartSize(size, options?.partSize);
   const concurrency = Math.max(1, options?.concurrency ?? DEFAULT_CONCURRENCY);
+  const { sdk, client } = await ctx.load();
   const created = await retrying(ctx, "start multipart upload of", subject, options, (abortSignal) =>
-    ctx.client.send(
-      new CreateMultipartUploadCommand({
+    client.send(
+      new sdk.CreateMultipartUploadCommand({
         Bucket: ctx.bucket,
         Key: name,
         ...objectHeaders(metadata, options),
@@ -287,9 +318,14 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   let sent = 0;
   try {
     const hash = createHash("sha256");
+    const allocate = (bytes: number) => ctx.parts.acquire(bytes, signal, subject);
     const source = (async function* () {
-      for await (const part of bodyParts(body, size, partSize, subject)) {
-        hash.update(part);
+      for await (const part of bodyParts(body, size, partSize, subject, allocate)) {
+        if (signal.aborted) {
+          part.discard();
+          return;
+        }
+        hash.update(part.bytes);
         yield part;
       }
     })();
@@ -297,28 +333,48 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
     const worker = async () => {
       for (;;) {
         // Reading the next part can take long (a slow stream): stop waiting as soon as we abort.
-        const next = await untilAborted(source.next(), signal, subject);
-        if (next.done || signal.aborted) return;
+        const pending = source.next();
+        const next = await untilAborted(pending, signal, subject).catch((error: unknown) => {
+          // The part it was waiting for may still arrive: give its buffer back then.
+          pending.then(
+            (late) => late.value?.discard(),
+            () => {},
+          );
+          throw error;
+        });
+        if (next.done) return;
+        const part = next.value;
+        if (signal.aborted) {
+          part.discard();
+          return;
+        }
         const partNumber = nextNumber++;
-        const data = next.value;
-        const out = await retrying(
-          ctx,
-          `upload part ${partNumber} of`,
-          subject,
-          { signal, timeoutMs: options?.timeoutMs ?? ctx.timeoutMs },
-          (abortSignal) =>
-            ctx.client.send(
-              new UploadPartCommand({
-                Bucket: ctx.bucket,
-                Key: name,
-                UploadId: uploadId,
-                PartNumber: partNumber,
-                Body: data,
-                ContentLength: data.byteLength,
-              }),
-              { abortSignal },
-            ),
-        );
+        const data = part.bytes;
+        let out: { ETag?: string };
+        try {
+          out = await retrying(
+            ctx,
+            `upload part ${partNumber} of`,
+            subject,
+            { signal, timeoutMs: options?.timeoutMs ?? ctx.timeoutMs },
+            (abortSignal) =>
+              client.send(
+                new sdk.UploadPartCommand({
+                  Bucket: ctx.bucket,
+                  Key: name,
+                  UploadId: uploadId,
+                  PartNumber: partNumber,
+                  Body: Readable.from([data]),
+                  ContentLength: data.byteLength,
+                }),
+                { abortSignal },
+              ),
+          );
+        } catch (error) {
+          part.discard();
+          throw error;
+        }
+        part.release();
         if (out.ETag === undefined) {
           throw new ObjectStoreError(
             "STORE_REQUEST_FAILED",
@@ -350,8 +406,8 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
     }
     parts.sort((a, b) => a.PartNumber - b.PartNumber);
     const done = await retrying(ctx, "complete multipart upload of", subject, options, (abortSignal) =>
-      ctx.client.send(
-        new CompleteMultipartUploadCommand({
+      client.send(
+        new sdk.CompleteMultipartUploadCommand({
           Bucket: ctx.bucket,
           Key: name,
           UploadId: uploadId,
@@ -363,8 +419,8 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
     return putInfo(key, size, metadata, done.ETag);
   } catch (error) {
     // Best effort: an abandoned upload only costs storage until the bucket's lifecycle rule.
-    await ctx.client
-      .send(new AbortMultipartUploadCommand({ Bucket: ctx.bucket, Key: name, UploadId: uploadId }), {
+    await client
+      .send(new sdk.AbortMultipartUploadCommand({ Bucket: ctx.bucket, Key: name, UploadId: uploadId }), {
         abortSignal: AbortSignal.timeout(ctx.timeoutMs),
       })
       .catch(() => undefined);
@@ -389,15 +445,16 @@ async function put(
 async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
+  const { sdk, client } = await ctx.load();
   return remoteGet(
     subject,
     options?.range,
     () => head(ctx, key, options),
     (first, last) =>
       retrying(ctx, "get", subject, options, async (abortSignal) => {
-        const out = await ctx.client
+        const out = await client
           .send(
-            new GetObjectCommand({
+            new sdk.GetObjectCommand({
               Bucket: ctx.bucket,
               Key: name,
               ...(first === undefined ? {} : { Range: `bytes=${first}-${last ?? ""}` }),
@@ -427,11 +484,12 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
   validateListPrefix(prefix);
   const full = joinPrefix(ctx.prefix, prefix);
   const subject = `${ctx.uri}/${prefix}`;
+  const { sdk, client } = await ctx.load();
   let token: string | undefined;
   do {
     const page = await retrying(ctx, "list", subject, options, (abortSignal) =>
-      ctx.client.send(
-        new ListObjectsV2Command({
+      client.send(
+        new sdk.ListObjectsV2Command({
           Bucket: ctx.bucket,
           Prefix: full,
           ...(options?.pageSize === undefined ? {} : { MaxKeys: options.pageSize }),
@@ -457,9 +515,10 @@ async function* list(ctx: Ctx, prefix: string, options: ListOptions | undefined)
 async function remove(ctx: Ctx, key: string, call: CallOptions | undefined): Promise<void> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
+  const { sdk, client } = await ctx.load();
   await retrying(ctx, "delete", subject, call, async (abortSignal) => {
     try {
-      await ctx.client.send(new DeleteObjectCommand({ Bucket: ctx.bucket, Key: name }), { abortSignal });
+      await client.send(new sdk.DeleteObjectCommand({ Bucket: ctx.bucket, Key: name }), { abortSignal });
     } catch (error) {
       if (isNotFound(error) && errorNameOf(error) !== "NoSuchBucket") return;
       throw error;
@@ -470,6 +529,7 @@ async function remove(ctx: Ctx, key: string, call: CallOptions | undefined): Pro
 /**
  * An ObjectStore on an S3 API: AWS, an S3-compatible server (Ceph RGW, MinIO, …), or GCS's XML
  * API at `storage.googleapis.com` (conditional creates then go through a GOOG4-signed XML PUT).
+ * The AWS SDK is loaded on the store's first request, not when the store is created.
  */
 export function createS3Store(options: S3StoreOptions): ObjectStore {
   const resolved = resolveS3Endpoint({
@@ -480,8 +540,14 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     env: options.env ?? process.env,
   });
   const { prefix, uri } = bucketLocation("s3", options.bucket, options.prefix);
+  // Built (and the credentials checked) now; the client itself only once the SDK is loaded.
+  const config = s3ClientConfig(resolved, options.credentials);
   const ctx: Ctx = {
-    client: options.client ?? makeS3Client(resolved, options.credentials),
+    load: lazy(async () => {
+      const sdk = await loadS3Sdk();
+      return { sdk, client: options.client ?? new sdk.S3Client(config) };
+    }),
+    parts: new PartBuffers(options.partBufferBytes ?? DEFAULT_PART_BUFFER_BYTES),
     bucket: options.bucket,
     prefix,
     uri,
