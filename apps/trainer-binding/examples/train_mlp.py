@@ -226,7 +226,7 @@ def write_component(name, path, is_dir, ctx):
 
 def save(group, plan, ctx, pause_s):
     ctx["rng_by_rank"] = gather_rng(ctx)
-    for name in sorted(plan.targets):
+    for name in sorted(plan.targets) if not plan.already_committed else ():
         write_component(name, plan.targets[name], name in plan.directories, ctx)
         if pause_s > 0:
             time.sleep(pause_s)
@@ -251,7 +251,7 @@ def load(point, model, optimizer, cursor, rank, world):
     read.append(comps["trainer"])
     if trainer["world_size"] != world:
         raise SystemExit("checkpoint was written by %d ranks, this run has %d" % (trainer["world_size"], world))
-    if os.path.isdir(comps["model"]):
+    if "model" in point.directories:
         names = [n for n, _ in model.named_parameters()]
         mine = shard_path(comps["model"], rank)
         model_shard = torch.load(mine)
@@ -345,7 +345,7 @@ def main():
         if args.step_ms > 0:
             time.sleep(args.step_ms / 1000.0)
         stop = group.should_stop()
-        plan = group.begin_save(step, cadence=True, final=step == args.steps, emergency=stop.stop)
+        plan = group.begin_save(step, final=step == args.steps, emergency=stop.stop)
         if plan is not None:
             ctx["step"] = step
             save(group, plan, ctx, pause_s)

@@ -16,8 +16,7 @@ Single process::
         for step in range(start, max_steps):
             train_one_step()
             stop = ckpt.should_stop()           # sentinel file, SIGUSR1, SIGTERM
-            save = ckpt.begin_save(step + 1, cadence=True, final=step + 1 == max_steps,
-                                   emergency=stop.stop)
+            save = ckpt.begin_save(step + 1, final=step + 1 == max_steps, emergency=stop.stop)
             if save is not None:
                 for name, path in save.targets.items():
                     write(name, path)           # e.g. torch.save(...); fsync_file(path)
@@ -101,29 +100,41 @@ class Attempt:
         return cls(r["attempt_dir"], r["run_ts"], r["checkpoints_dir"], r["format"], tuple(r.get("warnings", ())))
 
 
+def _components(wire):
+    """Wire components -> ({name: path}, frozenset of the directory components' names)."""
+    wire = wire or ()
+    return {c["name"]: c["path"] for c in wire}, frozenset(c["name"] for c in wire if c["kind"] == "directory")
+
+
 @dataclasses.dataclass(frozen=True)
 class ResumePoint:
     """What to start from. ``kind`` is ``fresh`` or ``checkpoint``; ``components`` maps each
-    physical component name (``model``, ``optim``, ``trainer``, ``data``, ...) to its path."""
+    physical component name (``model``, ``optim``, ``trainer``, ``data``, ...) to its path, and
+    ``directories`` names those that are directories of per-rank shards (``dcp``)."""
 
     kind: str
     reason: str
     iter_dir: str = None
     iteration: int = None
     components: dict = dataclasses.field(default_factory=dict)
+    directories: frozenset = frozenset()
     manifest_sha256: str = None
+    validation: str = None
 
     @classmethod
     def from_wire(cls, r):
-        return cls(r["kind"], r.get("reason", ""), r.get("iter_dir"), r.get("iteration"),
-                   dict(r.get("components") or {}), r.get("manifest_sha256"))
+        components, directories = _components(r.get("components"))
+        return cls(r["kind"], r.get("reason", ""), r.get("iter_dir"), r.get("iteration"), components, directories,
+                   r.get("manifest_sha256"), r.get("validation"))
 
 
 @dataclasses.dataclass(frozen=True)
 class SavePlan:
     """An open save: write every entry of ``targets`` (physical component name -> path), then
     commit. Names in ``directories`` are directory components (the ``dcp`` format): each rank
-    writes its own shard files inside them; the others are single files rank 0 writes."""
+    writes its own shard files inside them; the others are single files rank 0 writes. When
+    ``already_committed`` is true the iteration is already durable (a retried direct-primary save):
+    write nothing and commit, which only confirms the pointer."""
 
     id: str
     step: int
@@ -131,13 +142,15 @@ class SavePlan:
     dir: str
     targets: dict
     directories: frozenset
-    reason: str = ""
+    reasons: tuple = ()
+    validation: str = "none"
+    already_committed: bool = False
 
     @classmethod
     def from_wire(cls, r):
-        components = r["components"]
-        return cls(r["id"], r["step"], r["kind"], r["dir"], {c["name"]: c["path"] for c in components},
-                   frozenset(c["name"] for c in components if c["kind"] == "directory"), r.get("reason", ""))
+        targets, directories = _components(r["components"])
+        return cls(r["id"], r["step"], r["kind"], r["dir"], targets, directories, tuple(r.get("reasons", ())),
+                   r.get("validation", "none"), bool(r.get("already_committed")))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,11 +283,12 @@ class Sidecar:
             request_id = next(self._ids)
             line = json.dumps({"id": request_id, "op": op, "args": args}, separators=(",", ":")) + "\n"
             answer = json.loads(self._channel.exchange(line.encode("utf-8")))
+        # A refusal with no id answers a line the sidecar could not read (or a busy socket).
+        if not answer.get("ok") and answer.get("id") in (None, request_id):
+            raise CkptTrainerError.from_wire(answer.get("error") or {})
         if answer.get("id") != request_id:
             raise CkptTrainerError("PROTOCOL_MISMATCH", "response id %r for request %r (%s)"
                                    % (answer.get("id"), request_id, op))
-        if not answer.get("ok"):
-            raise CkptTrainerError.from_wire(answer.get("error") or {})
         return answer.get("result")
 
     def open(self, config, output_root, project, group, name, run_ts=None, rank=0, world_size=1,
@@ -291,10 +305,15 @@ class Sidecar:
     def resume(self):
         return ResumePoint.from_wire(self.request("resume"))
 
-    def begin_save(self, step, cadence=False, final=False, validation=False, emergency=False):
-        """Ask what to save at ``step`` for these reasons; None when nothing is due."""
-        result = self.request("begin_save", step=step, cadence=cadence, final=final, validation=validation,
-                              emergency=emergency)
+    def begin_save(self, step, final=False, validation=False, emergency=False, cadence=None):
+        """Ask what to save at ``step`` (the step just completed); None when nothing is due.
+
+        ``save_every`` decides the cadence unless ``cadence`` is given (a loop whose cadence counter
+        is not the step, e.g. collected batches)."""
+        args = {"step": step, "final": final, "validation": validation, "emergency": emergency}
+        if cadence is not None:
+            args["cadence"] = cadence
+        result = self.request("begin_save", **args)
         save = result.get("save")
         return None if save is None else SavePlan.from_wire(save)
 
@@ -381,8 +400,8 @@ class RankGroup:
     def resume(self):
         return self._from_rank0(self._sidecar.resume if self._sidecar else None)
 
-    def begin_save(self, step, cadence=False, final=False, validation=False, emergency=False):
-        return self._from_rank0(lambda: self._sidecar.begin_save(step, cadence, final, validation, emergency))
+    def begin_save(self, step, final=False, validation=False, emergency=False, cadence=None):
+        return self._from_rank0(lambda: self._sidecar.begin_save(step, final, validation, emergency, cadence))
 
     def commit(self, save):
         self._barrier()  # every rank's shards are written and fsynced before rank 0 commits
