@@ -1,0 +1,354 @@
+import { mkdir, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  readStagedRecord,
+  serializeControlManifest,
+  serializeMultiRoleSuccess,
+  serializeStagedRecord,
+  serializeUploadedMarker,
+} from "@ckpt/manifest";
+import { createMemoryStore } from "@ckpt/object-store";
+import { writeTorchFile } from "@ckpt/tensors";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import {
+  fetchArtifact,
+  judgeExpectations,
+  verifyArtifactDir,
+  verifyCheckpointDir,
+  verifyStagedDir,
+} from "../src/index.js";
+import { makeArtifact, putArchive, receiptFor, sha, type TestArtifact, text } from "./helpers/archive.js";
+
+const FIXTURE = join(import.meta.dirname, "fixtures", "dcp-p2");
+const DESTINATION = {
+  scheme: "s3",
+  endpoint: "s3.example.com",
+  bucket: "b",
+  prefix: "p/checkpoint_artifacts/iter_000000300",
+} as const;
+
+let cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of cleanups) await c();
+  cleanups = [];
+});
+async function tempDir(): Promise<string> {
+  const { dir, cleanup } = await makeTempDir("ckpt-verify-local-");
+  cleanups.push(cleanup);
+  return dir;
+}
+
+/** torch.save bytes of one F32 tensor (written by ckpt's writer, read by the real reader). */
+async function torchBytes(values: number[], name = "w"): Promise<Uint8Array> {
+  const dir = await tempDir();
+  const path = join(dir, "t.pt");
+  await writeTorchFile(path, {
+    tree: { [name]: { dtype: "F32", shape: [values.length] } },
+    provideTensor: () => new Uint8Array(new Float32Array(values).buffer),
+    sync: false,
+  });
+  return new Uint8Array(await readFile(path));
+}
+
+let model: Uint8Array;
+let trainer: Uint8Array;
+let dcp: Map<string, Uint8Array>;
+beforeAll(async () => {
+  model = await torchBytes([1, 2, 3, 4, 5, 6]);
+  trainer = await torchBytes([7], "step");
+  dcp = new Map();
+  for (const n of [".metadata", "__0_0.distcp", "__1_0.distcp"])
+    dcp.set(n, new Uint8Array(await readFile(join(FIXTURE, n))));
+});
+
+async function writeFiles(dir: string, files: ReadonlyMap<string, Uint8Array>): Promise<void> {
+  for (const [path, b] of files) {
+    await mkdir(dirname(join(dir, path)), { recursive: true });
+    await writeFile(join(dir, path), b);
+  }
+}
+
+/** An artifact directory under <tmp>/checkpoint_artifacts/iter_000000300. */
+async function artifactDir(artifact: TestArtifact): Promise<string> {
+  const dir = join(await tempDir(), "checkpoint_artifacts", "iter_000000300");
+  await writeFiles(dir, artifact.files);
+  return dir;
+}
+
+async function flipByte(path: string, offset: number): Promise<void> {
+  const handle = await open(path, "r+");
+  const one = new Uint8Array(1);
+  await handle.read(one, 0, 1, offset);
+  one[0] = one[0]! ^ 0xff;
+  await handle.write(one, 0, 1, offset);
+  await handle.close();
+}
+
+const codes = (report: { problems: readonly { code: string; path: string }[] }) =>
+  report.problems.map((p) => `${p.code} ${p.path}`).sort();
+
+describe("verifyArtifactDir", () => {
+  it("a committed artifact is sound: every payload hashed against the manifest, the .pt files open", async () => {
+    const dir = await artifactDir(makeArtifact({ model, trainer }));
+    const report = await verifyArtifactDir(dir);
+    expect(report).toMatchObject({
+      kind: "artifact",
+      iteration: 300,
+      ok: true,
+      problems: [],
+      released: [],
+      hashedFiles: 2,
+    });
+    expect(report.hashedBytes).toBe(model.length + trainer.length);
+  });
+
+  it("a flipped byte is a DIGEST_MISMATCH, a truncated payload a SIZE_MISMATCH and an unreadable file, naming the record", async () => {
+    const dir = await artifactDir(makeArtifact({ model, trainer }));
+    // Inside the tensor's data (the float 7.0), so the zip and pickle still read.
+    await flipByte(
+      join(dir, "trainer.pt"),
+      Buffer.from(trainer).indexOf(Buffer.from(new Float32Array([7]).buffer)),
+    );
+    await truncate(join(dir, "model.pt"), model.length - 10);
+    const report = await verifyArtifactDir(dir);
+    expect(report.ok).toBe(false);
+    expect(codes(report)).toEqual([
+      "DIGEST_MISMATCH trainer.pt",
+      "FILE_UNREADABLE model.pt",
+      "SIZE_MISMATCH model.pt",
+    ]);
+    expect(report.problems.find((p) => p.code === "DIGEST_MISMATCH")).toMatchObject({
+      record: ARTIFACT_MANIFEST_FILE,
+    });
+  });
+
+  it("a missing payload is FILE_MISSING, unless the receipt records it: then it was released after archiving", async () => {
+    const artifact = makeArtifact({ model, trainer });
+    const dir = await artifactDir(artifact);
+    await rm(join(dir, "model.pt"));
+    expect(codes(await verifyArtifactDir(dir))).toEqual(["FILE_MISSING model.pt"]);
+    await writeFile(join(dir, ".uploaded"), receiptFor(artifact, DESTINATION));
+    const released = await verifyArtifactDir(dir);
+    expect(released).toMatchObject({ ok: true, released: ["model.pt"], archive: DESTINATION });
+    // The receipt is checked too: a local file it records differently is a problem.
+    await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
+    expect(codes(await verifyArtifactDir(dir))).toEqual(["DIGEST_MISMATCH trainer.pt"]);
+  });
+
+  it("DCP components: an unlisted shard, a short shard (size and DCP length) are named", async () => {
+    const dir = await artifactDir(makeArtifact({ dcpModel: dcp }));
+    expect((await verifyArtifactDir(dir)).ok).toBe(true);
+    await writeFile(join(dir, "model", "__2_0.distcp"), "stray");
+    await truncate(join(dir, "model", "__0_0.distcp"), 100);
+    expect(codes(await verifyArtifactDir(dir))).toEqual([
+      "DCP_FILE_SHORT model/__0_0.distcp",
+      "FILE_UNLISTED model/__2_0.distcp",
+      "SIZE_MISMATCH model/__0_0.distcp",
+    ]);
+  });
+
+  it("no manifest is an unfinished artifact; an unreadable one is RECORD_INVALID with its code; another iteration is named", async () => {
+    const artifact = makeArtifact({ model });
+    const dir = await artifactDir(artifact);
+    await rm(join(dir, ARTIFACT_MANIFEST_FILE));
+    expect(codes(await verifyArtifactDir(dir))).toEqual([`ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST_FILE}`]);
+    await writeFile(join(dir, ARTIFACT_MANIFEST_FILE), '{"schema": ');
+    const invalid = await verifyArtifactDir(dir);
+    expect(invalid.problems).toEqual([
+      expect.objectContaining({ code: "RECORD_INVALID", cause: "JSON_TRUNCATED" }),
+    ]);
+    const elsewhere = join(await tempDir(), "iter_000000400");
+    await writeFiles(elsewhere, artifact.files);
+    expect(codes(await verifyArtifactDir(elsewhere))).toEqual([
+      `ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+    ]);
+  });
+
+  it("finite: a NaN in a .pt payload is TENSOR_NOT_FINITE; without the option it is not looked for", async () => {
+    const dirty = await torchBytes([1, Number.NaN, 3]);
+    const dir = await artifactDir(makeArtifact({ model: dirty }));
+    expect((await verifyArtifactDir(dir)).ok).toBe(true);
+    const report = await verifyArtifactDir(dir, { finite: true });
+    expect(report.problems).toEqual([
+      expect.objectContaining({ code: "TENSOR_NOT_FINITE", path: "model.pt", tensor: "w" }),
+    ]);
+  });
+});
+
+/** Bytes of the same length as `b` that differ in the middle. */
+function torchBytesSameSize(b: Uint8Array): Uint8Array {
+  const copy = b.slice();
+  copy[Math.floor(copy.length / 2)] = copy[Math.floor(copy.length / 2)]! ^ 0xff;
+  return copy;
+}
+
+describe("verifyStagedDir", () => {
+  async function staged(): Promise<{ dir: string; artifact: TestArtifact }> {
+    const store = createMemoryStore({ prefix: `verify-${Math.random().toString(16).slice(2)}` });
+    const artifact = makeArtifact({
+      model,
+      trainer,
+      extras: new Map([[".merge-complete.json", text("{}\n")]]),
+    });
+    await putArchive(store, artifact);
+    const report = await fetchArtifact(store, await tempDir());
+    return { dir: report.stagedDir, artifact };
+  }
+
+  it("a finished fetch is sound; a staged file changed afterwards is named against .staged.json", async () => {
+    const { dir } = await staged();
+    expect(await verifyStagedDir(dir)).toMatchObject({ kind: "stage", ok: true, iteration: 300 });
+    await flipByte(join(dir, "model.pt"), 40);
+    const report = await verifyStagedDir(dir);
+    expect(codes(report)).toEqual(["DIGEST_MISMATCH model.pt"]);
+    expect(report.problems[0]).toMatchObject({ record: ".staged.json" });
+  });
+
+  it("an interrupted fetch is STAGE_INCOMPLETE; a record whose source is not the staged manifest is STAGE_SOURCE_MISMATCH", async () => {
+    const { dir } = await staged();
+    const record = await readStagedRecord(join(dir, ".staged.json"));
+    await writeFile(join(dir, ".staged.json"), serializeStagedRecord({ ...record, complete: false }));
+    expect(codes(await verifyStagedDir(dir))).toEqual(["STAGE_INCOMPLETE .staged.json"]);
+    await writeFile(
+      join(dir, ".staged.json"),
+      serializeStagedRecord({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
+    );
+    expect(codes(await verifyStagedDir(dir))).toEqual([`STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST_FILE}`]);
+  });
+});
+
+describe("verifyCheckpointDir", () => {
+  async function checkpoint(parts: { optim?: boolean; trainer?: boolean } = {}): Promise<string> {
+    const dir = join(await tempDir(), "checkpoints", "iter_000000100");
+    const files = new Map<string, Uint8Array>([["model.pt", model]]);
+    if (parts.trainer !== false) files.set("trainer.pt", trainer);
+    if (parts.optim !== false) for (const [n, b] of dcp) files.set(`optim/${n}`, b);
+    await writeFiles(dir, files);
+    return dir;
+  }
+
+  it("the local layout: model.pt, optim/ (DCP) and trainer.pt are sound", async () => {
+    const report = await verifyCheckpointDir(await checkpoint());
+    expect(report).toMatchObject({ kind: "checkpoint", iteration: 100, ok: true, problems: [], notes: [] });
+  });
+
+  it("without trainer.pt it is COMPONENT_MISSING; without optimizer state only a note (not resumable)", async () => {
+    expect(codes(await verifyCheckpointDir(await checkpoint({ trainer: false })))).toEqual([
+      "COMPONENT_MISSING trainer.pt",
+    ]);
+    const modelOnly = await verifyCheckpointDir(await checkpoint({ optim: false }));
+    expect(modelOnly.ok).toBe(true);
+    expect(modelOnly.notes.join("\n")).toMatch(/no optimizer state .* not for an exact resume/);
+  });
+
+  it("a torn component (a short DCP shard), a corrupt .pt, and model.pt beside model/ are each named", async () => {
+    const dir = await checkpoint();
+    await truncate(join(dir, "optim", "__1_0.distcp"), 10);
+    await writeFile(join(dir, "trainer.pt"), "not a zip");
+    await mkdir(join(dir, "model"));
+    expect(codes(await verifyCheckpointDir(dir))).toEqual([
+      "COMPONENT_AMBIGUOUS model",
+      "COMPONENT_MISSING model",
+      "DCP_FILE_SHORT optim/__1_0.distcp",
+      "FILE_UNREADABLE trainer.pt",
+    ]);
+  });
+
+  it("a receipt that records an optimizer state retention removed counts it as released; a changed file is named", async () => {
+    const dir = await checkpoint({ optim: false });
+    const receipt = serializeUploadedMarker({
+      schema: "posttrain.archive-marker.v1",
+      kind: "full_checkpoint",
+      iteration: 100,
+      destination: { ...DESTINATION, prefix: "p/checkpoints/iter_000000100" },
+      files: [
+        { path: "model.pt", size: model.length },
+        { path: "optim.pt", size: 123456 },
+        { path: "trainer.pt", size: trainer.length, sha256: sha(trainer) },
+      ],
+    });
+    await writeFile(join(dir, ".uploaded"), receipt);
+    const report = await verifyCheckpointDir(dir);
+    expect(report).toMatchObject({ ok: true, released: ["optim.pt"], sizeOnly: ["model.pt"] });
+    await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
+    expect(codes(await verifyCheckpointDir(dir))).toEqual(["DIGEST_MISMATCH trainer.pt"]);
+  });
+
+  it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
+    const dir = join(await tempDir(), "iter_000000012");
+    const success = serializeMultiRoleSuccess({
+      schema: "posttrain.multi-role-boundary.v1",
+      iteration: 12,
+      roles: { critic: { optimizer_step: 12 }, policy: { optimizer_step: 7 } },
+    });
+    await writeFiles(
+      dir,
+      new Map([
+        ["_SUCCESS", success],
+        ["policy/model.pt", model],
+        ["policy/trainer.pt", trainer],
+      ]),
+    );
+    const report = await verifyCheckpointDir(dir);
+    expect(report.roles).toEqual(["critic", "policy"]);
+    expect(codes(report)).toEqual(["COMPONENT_MISSING critic"]);
+    await writeFiles(dir, new Map([["critic/model.pt", model]]));
+    expect(codes(await verifyCheckpointDir(dir))).toEqual(["COMPONENT_MISSING critic/trainer.pt"]);
+  });
+
+  it("a copied direct object-store checkpoint: control files by digest, DCP components by their .metadata", async () => {
+    const dir = join(await tempDir(), "iter_000000100");
+    const generation = "g0001";
+    const files = new Map<string, Uint8Array>([[`.posttrain/generations/${generation}/trainer.pt`, trainer]]);
+    for (const c of ["model", "optim"]) for (const [n, b] of dcp) files.set(`${c}/${n}`, b);
+    files.set(
+      ".posttrain-manifest.json",
+      serializeControlManifest({
+        schema: "posttrain.checkpoint-manifest.v1",
+        iteration: 100,
+        components: ["model", "optim"],
+        control_generation: generation,
+        control: {
+          trainer: {
+            path: `.posttrain/generations/${generation}/trainer.pt`,
+            size: trainer.length,
+            sha256: sha(trainer),
+          },
+          data: null,
+        },
+        validation_publication: null,
+      }),
+    );
+    await writeFiles(dir, files);
+    expect(await verifyCheckpointDir(dir)).toMatchObject({ ok: true, iteration: 100, hashedFiles: 1 });
+    await flipByte(join(dir, ".posttrain", "generations", generation, "trainer.pt"), 60);
+    await rm(join(dir, "optim", "__0_0.distcp"));
+    expect(codes(await verifyCheckpointDir(dir))).toEqual([
+      `DCP_FILE_MISSING optim/__0_0.distcp`,
+      `DIGEST_MISMATCH .posttrain/generations/${generation}/trainer.pt`,
+    ]);
+  });
+});
+
+describe("judgeExpectations", () => {
+  it("an absent file counts as released only when the receipt records the same size and digest", () => {
+    const expectations = [
+      { path: "a", size: 1, sha256: "1".repeat(64), record: "manifest" },
+      { path: "b", size: 2, sha256: "2".repeat(64), record: "manifest" },
+      { path: "c", size: 3, record: "manifest" },
+    ];
+    const receipt = new Map([
+      ["a", { size: 1, sha256: "1".repeat(64) }],
+      ["b", { size: 2, sha256: "f".repeat(64) }],
+    ]);
+    const judged = judgeExpectations(expectations, new Map(), receipt, ".uploaded");
+    expect(judged.released).toEqual(["a"]);
+    expect(judged.problems.map((p) => [p.code, p.path])).toEqual([
+      ["FILE_MISSING", "b"],
+      ["FILE_MISSING", "c"],
+    ]);
+    expect(judged.problems[0]!.message).toContain("the receipt records other bytes");
+  });
+});
