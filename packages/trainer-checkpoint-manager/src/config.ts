@@ -209,7 +209,6 @@ export function parseManagerConfig(raw: unknown): { config: ManagerConfig; warni
     throw invalid(knob, describeIssue(issue));
   }
   const r = parsed.data;
-  const warnings: string[] = [];
   const direct = r.checkpoint_store.backend === "object_store";
 
   if (r.run_ts !== "" && !isRunTs(r.run_ts)) {
@@ -338,20 +337,6 @@ export function parseManagerConfig(raw: unknown): { config: ManagerConfig; warni
     );
   }
 
-  const regularActive = r.save_every > 0 || r.emergency_checkpoint_components === "run";
-  if (regularPartial && regularActive) {
-    warnings.push(
-      `checkpoint_components=[${r.checkpoint_components.join(", ")}] is a partial plan: cadence and final saves become ` +
-        "non-resumable checkpoint_artifacts/iter_* artifacts that resume=auto never adopts (continuing from one is a warm start with fresh optimizer state).",
-    );
-  }
-  if (validationPartial && r.validation.save_checkpoint) {
-    warnings.push(
-      `validation.checkpoint_components=[${r.validation.checkpoint_components.join(", ")}] is a partial plan: validation saves become ` +
-        "non-resumable checkpoint_artifacts/iter_* artifacts.",
-    );
-  }
-
   const config: ManagerConfig = {
     save_every: r.save_every,
     resume,
@@ -369,5 +354,27 @@ export function parseManagerConfig(raw: unknown): { config: ManagerConfig; warni
     validation: { ...r.validation },
     roles: [...r.roles],
   };
-  return { config, warnings };
+  return { config, warnings: configWarnings(config) };
+}
+
+/**
+ * The notices an active partial plan deserves: the regular plan is active with a cadence or as
+ * the emergency `run` plan, the validation plan only with `validation.save_checkpoint`. Pure.
+ */
+export function configWarnings(config: ManagerConfig): string[] {
+  const warnings: string[] = [];
+  const regularActive = config.save_every > 0 || config.emergency_checkpoint_components === "run";
+  if (!isFullPlan(config.checkpoint_components) && regularActive) {
+    warnings.push(
+      `checkpoint_components=[${config.checkpoint_components.join(", ")}] is a partial plan: cadence and final saves become ` +
+        "non-resumable checkpoint_artifacts/iter_* artifacts that resume=auto never adopts (continuing from one is a warm start with fresh optimizer state).",
+    );
+  }
+  if (!isFullPlan(config.validation.checkpoint_components) && config.validation.save_checkpoint) {
+    warnings.push(
+      `validation.checkpoint_components=[${config.validation.checkpoint_components.join(", ")}] is a partial plan: validation saves become ` +
+        "non-resumable checkpoint_artifacts/iter_* artifacts.",
+    );
+  }
+  return warnings;
 }

@@ -42,8 +42,6 @@ export const MANAGER_ERROR_CODES = [
   "MANAGER_LEASE_LOST",
   // lifecycle
   "MANAGER_FINALIZED",
-  // temporary while the executors land (removed before the issue closes)
-  "MANAGER_NOT_IMPLEMENTED",
 ] as const;
 export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
 

@@ -10,6 +10,7 @@ export {
   FULL_PLAN,
   type ManagerConfig,
   type StoreSettings,
+  configWarnings,
   isFullPlan,
   parseManagerConfig,
   runEmergencyPlan,
@@ -40,6 +41,36 @@ export {
   targetsFor,
 } from "./layout.js";
 
+// --- resume decision (pure) and the writer lease decision (pure)
+export {
+  type PointerState,
+  type ProbedCheckpoint,
+  type ResumeInputs,
+  decideResume,
+} from "./resume/decide.js";
+export { iterationFromPath } from "./resume/local.js";
+export { type LeaseDecision, type LeaseHolder, decideLease } from "./remote/lease.js";
+export { retentionCandidates } from "./archive.js";
+
+// --- records this package writes (schemas validated through @ckpt/manifest)
+export {
+  CHECKPOINT_DESCRIPTION_FILE,
+  CHECKPOINT_DESCRIPTION_RECORD,
+  LEASE_PREFIX,
+  LEASE_RECORD,
+  LEASE_SCHEMA,
+  type LeaseRecord,
+  VALIDATION_STATE_FILE,
+  VALIDATION_STATE_RECORD,
+  VALIDATION_STATE_SCHEMA,
+  type ValidationRecord,
+  leaseKey,
+  validationPublicationName,
+} from "./records.js";
+
+// --- termination watch
+export { SENTINEL_FILE, sentinelPathFor } from "./termination.js";
+
 // --- the manager
 export type {
   CommitOptions,
@@ -59,4 +90,11 @@ export type {
   UploadOutcome,
   ValidationState,
 } from "./types.js";
-export { CheckpointManager } from "./manager.js";
+export { CheckpointManager, MANAGER_VERSION } from "./manager.js";
+export {
+  type ArtifactEvidence,
+  collectEvidence,
+  EVIDENCE_SCHEMA,
+  type EvidenceBundle,
+  type EvidenceProblem,
+} from "./evidence.js";

@@ -1,0 +1,40 @@
+import { lstat, rename, rm } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { fsyncDirectory } from "@ckpt/manifest";
+import { DELETING_SUFFIX } from "@ckpt/retention";
+
+export type EntryKind = "file" | "dir" | "other" | "absent";
+
+/** What a path is, without following a symbolic link. */
+export async function entryKind(path: string): Promise<EntryKind> {
+  try {
+    const info = await lstat(path);
+    if (info.isFile()) return "file";
+    if (info.isDirectory()) return "dir";
+    return "other";
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
+    throw error;
+  }
+}
+
+/**
+ * Removes a file or directory tree this manager owns: a directory is renamed aside first (the
+ * dot name retention also uses), so it vanishes at once and a crash leaves a recognisable name.
+ */
+export async function removeOwned(path: string): Promise<boolean> {
+  const kind = await entryKind(path);
+  if (kind === "absent") return false;
+  const parent = dirname(path);
+  if (kind === "dir") {
+    const aside = join(parent, `.${basename(path)}${DELETING_SUFFIX}`);
+    await rm(aside, { recursive: true, force: true });
+    await rename(path, aside);
+    await fsyncDirectory(parent);
+    await rm(aside, { recursive: true, force: true });
+  } else {
+    await rm(path, { force: true });
+  }
+  await fsyncDirectory(parent);
+  return true;
+}

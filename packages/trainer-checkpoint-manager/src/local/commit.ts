@@ -1,0 +1,176 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { ArchivePublisherError, commitArtifact } from "@ckpt/archive-publisher";
+import {
+  type CheckpointFormat,
+  fsyncDirectory,
+  LATEST_CHECKPOINT_FILE,
+  type LogicalComponent,
+  type LoopStateValue,
+  MULTI_ROLE_SUCCESS_FILE,
+  MULTI_ROLE_SUCCESS_SCHEMA,
+  serializeLatestPointer,
+  serializeMultiRoleSuccess,
+  sha256Hex,
+  writeFileAtomic,
+} from "@ckpt/manifest";
+import { FULL_PLAN } from "../config.js";
+import { ManagerError, messageOf } from "../errors.js";
+import {
+  CHECKPOINT_DESCRIPTION_FILE,
+  checkpointDescription,
+  VALIDATION_STATE_FILE,
+  VALIDATION_STATE_SCHEMA,
+  validationRecord,
+} from "../records.js";
+import type { ValidationState } from "../types.js";
+import { describeComponents, fsyncDescribed } from "./describe.js";
+
+export interface CommitRecord {
+  /** Absolute path of the commit record (description, `_SUCCESS` or artifact manifest). */
+  readonly path: string;
+  readonly sha256: string;
+  /** Payload bytes described. */
+  readonly bytes: number;
+}
+
+function commitFailed(what: string, error: unknown): ManagerError {
+  if (error instanceof ManagerError) return error;
+  return new ManagerError("MANAGER_COMMIT_FAILED", `${what}: ${messageOf(error)}`, {
+    kind: "failed",
+    subject: what,
+    cause: error,
+  });
+}
+
+/** Describes a full (sub-)checkpoint, makes it durable and writes its description last. */
+async function describeAndSeal(
+  dir: string,
+  iteration: number,
+  format: CheckpointFormat,
+  producer: string,
+): Promise<CommitRecord> {
+  const described = await describeComponents(dir, iteration, format, FULL_PLAN, producer);
+  await fsyncDescribed(dir, described);
+  const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
+  try {
+    const written = await writeFileAtomic(path, checkpointDescription.serialize(described.manifest));
+    return { path, sha256: written.sha256, bytes: described.bytes };
+  } catch (error) {
+    throw commitFailed(`write ${path}`, error);
+  }
+}
+
+export async function writeValidationState(
+  iterDir: string,
+  iteration: number,
+  state: ValidationState,
+): Promise<void> {
+  const path = join(iterDir, VALIDATION_STATE_FILE);
+  try {
+    await writeFileAtomic(
+      path,
+      validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state }),
+    );
+  } catch (error) {
+    throw commitFailed(`write ${path}`, error);
+  }
+}
+
+/** Rewrites `latest_checkpoint.txt` atomically; the checkpoints root is fsynced first so the iteration's entry is durable. */
+export async function writeLatestPointer(checkpointsRoot: string, iteration: number): Promise<string> {
+  const path = join(checkpointsRoot, LATEST_CHECKPOINT_FILE);
+  try {
+    await fsyncDirectory(checkpointsRoot);
+    await writeFileAtomic(path, serializeLatestPointer(iteration));
+    return path;
+  } catch (error) {
+    throw commitFailed(`write ${path}`, error);
+  }
+}
+
+export interface FullCommitRequest {
+  readonly iterDir: string;
+  readonly iteration: number;
+  readonly format: CheckpointFormat;
+  readonly producer: string;
+  /** Validation pending: the record is written before the pointer, so a resume sees it. */
+  readonly pending: boolean;
+  readonly roles?: {
+    readonly names: readonly string[];
+    readonly commits: Readonly<Record<string, { readonly optimizerStep: number }>>;
+    readonly loopState?: Readonly<Record<string, LoopStateValue>>;
+  };
+}
+
+/**
+ * Commits a local full checkpoint whose components are written: describe and fsync everything,
+ * write the description (each role's, then `_SUCCESS`, for a multi-role boundary) and the
+ * validation record when pending. The caller writes `latest_checkpoint.txt` afterwards.
+ */
+export async function commitFullLocal(request: FullCommitRequest): Promise<CommitRecord> {
+  const { iterDir, iteration, format, producer } = request;
+  let record: CommitRecord;
+  if (request.roles === undefined) {
+    record = await describeAndSeal(iterDir, iteration, format, producer);
+  } else {
+    let bytes = 0;
+    for (const role of request.roles.names)
+      bytes += (await describeAndSeal(join(iterDir, role), iteration, format, producer)).bytes;
+    const roles: Record<string, { optimizer_step: number }> = {};
+    for (const role of request.roles.names)
+      roles[role] = { optimizer_step: request.roles.commits[role]!.optimizerStep };
+    const path = join(iterDir, MULTI_ROLE_SUCCESS_FILE);
+    try {
+      await fsyncDirectory(iterDir);
+      const bytesOut = serializeMultiRoleSuccess({
+        schema: MULTI_ROLE_SUCCESS_SCHEMA,
+        iteration,
+        roles,
+        ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),
+      });
+      const written = await writeFileAtomic(path, bytesOut);
+      record = { path, sha256: written.sha256, bytes };
+    } catch (error) {
+      throw commitFailed(`write ${path}`, error);
+    }
+  }
+  if (request.pending) await writeValidationState(iterDir, iteration, "evaluation_pending");
+  return record;
+}
+
+/**
+ * Commits a partial artifact through the publisher's commit (the same operation `ckpt artifact
+ * commit` runs): payloads hashed and fsynced, native manifest written last. A committed directory
+ * is refused, never re-committed.
+ */
+export async function commitArtifactLocal(
+  dir: string,
+  iteration: number,
+  format: CheckpointFormat,
+  plan: readonly LogicalComponent[],
+  producer: string,
+): Promise<CommitRecord> {
+  try {
+    const result = await commitArtifact(dir, { iteration, format, components: plan, producer });
+    const bytes = await readFile(result.manifestPath);
+    return { path: result.manifestPath, sha256: sha256Hex(bytes), bytes: result.bytes };
+  } catch (error) {
+    if (error instanceof ArchivePublisherError) {
+      const code =
+        error.code === "PUBLISH_ALREADY_COMMITTED"
+          ? "MANAGER_ARTIFACT_COMMITTED"
+          : error.code === "COMMIT_COMPONENT_MISSING"
+            ? "MANAGER_COMPONENT_MISSING"
+            : error.code === "COMMIT_COMPONENT_CONFLICT"
+              ? "MANAGER_COMPONENT_CONFLICT"
+              : "MANAGER_COMMIT_FAILED";
+      throw new ManagerError(code, error.message, {
+        kind: error.kind === "input" ? "refused" : error.kind,
+        ...(error.subject ? { subject: error.subject } : {}),
+        cause: error,
+      });
+    }
+    throw commitFailed(`commit ${dir}`, error);
+  }
+}

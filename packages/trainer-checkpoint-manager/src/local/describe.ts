@@ -1,0 +1,154 @@
+import { lstat, readdir } from "node:fs/promises";
+import { join } from "node:path";
+import { ArchivePublisherError, planCommit } from "@ckpt/archive-publisher";
+import {
+  type ArtifactManifest,
+  ARTIFACT_MANIFEST_SCHEMA,
+  type CheckpointFormat,
+  compareCodePoints,
+  fsyncDirectory,
+  fsyncFile,
+  type LogicalComponent,
+  mapPool,
+  PHYSICAL_COMPONENTS,
+  type PhysicalComponent,
+  type PhysicalComponentName,
+  physicalComponentPath,
+} from "@ckpt/manifest";
+import { ManagerError, messageOf } from "../errors.js";
+import { entryKind } from "../internal/fs.js";
+
+/** Files fsynced at once: enough to overlap a DCP directory's many shards, few enough for a shared filesystem. */
+const FSYNC_CONCURRENCY = 8;
+
+export interface DescribedComponents {
+  /** The description (artifact-manifest shape), sizes only: the training path does not hash. */
+  readonly manifest: ArtifactManifest;
+  /** Every payload file, absolute. */
+  readonly files: readonly string[];
+  /** Every directory holding payload files (component directories and their sub-directories), absolute. */
+  readonly dirs: readonly string[];
+  readonly bytes: number;
+}
+
+function componentError(error: ArchivePublisherError): ManagerError {
+  const code =
+    error.code === "COMMIT_COMPONENT_MISSING" ? "MANAGER_COMPONENT_MISSING" : "MANAGER_COMPONENT_CONFLICT";
+  return new ManagerError(code, error.message, {
+    kind: "refused",
+    ...(error.subject ? { subject: error.subject } : {}),
+    cause: error,
+  });
+}
+
+async function walk(root: string, dirs: string[]): Promise<Array<{ path: string; size: number }>> {
+  const out: Array<{ path: string; size: number }> = [];
+  const visit = async (relative: string) => {
+    const absolute = relative === "" ? root : join(root, relative);
+    dirs.push(absolute);
+    for (const name of await readdir(absolute)) {
+      const child = relative === "" ? name : `${relative}/${name}`;
+      const info = await lstat(join(root, child));
+      if (info.isDirectory()) await visit(child);
+      else if (info.isFile()) out.push({ path: child, size: info.size });
+      else {
+        throw new ManagerError(
+          "MANAGER_COMPONENT_CONFLICT",
+          `describe ${join(root, child)}: it is not a regular file (a symbolic link?); a checkpoint holds only files. Write the file itself.`,
+          { kind: "refused", subject: join(root, child) },
+        );
+      }
+    }
+  };
+  await visit("");
+  return out.sort((a, b) => compareCodePoints(a.path, b.path));
+}
+
+/**
+ * Describes the written components of `plan` in `dir` (which physical components exist, their
+ * files and sizes) using the same component rules as an artifact commit: every planned logical
+ * component needs its main payload, optional ones are described when present, both `x.pt` and
+ * `x/` is a conflict. No hashing.
+ */
+export async function describeComponents(
+  dir: string,
+  iteration: number,
+  format: CheckpointFormat,
+  plan: readonly LogicalComponent[],
+  producer: string,
+): Promise<DescribedComponents> {
+  const presence = {} as Record<PhysicalComponentName, { file: boolean; dir: boolean }>;
+  for (const name of PHYSICAL_COMPONENTS) {
+    const asFile = await entryKind(join(dir, physicalComponentPath(name, "file")));
+    const asDir = await entryKind(join(dir, physicalComponentPath(name, "dir")));
+    if (asFile === "other" || asDir === "other") {
+      throw new ManagerError(
+        "MANAGER_COMPONENT_CONFLICT",
+        `describe ${dir}: the ${name} component is neither a regular file nor a directory (a symbolic link?). Write the payload itself.`,
+        { kind: "refused", subject: join(dir, name) },
+      );
+    }
+    presence[name] = { file: asFile === "file", dir: asDir === "dir" };
+  }
+  let layout: ReturnType<typeof planCommit>;
+  try {
+    layout = planCommit(dir, format, plan, presence);
+  } catch (error) {
+    if (error instanceof ArchivePublisherError) throw componentError(error);
+    throw error;
+  }
+  const files: string[] = [];
+  const dirs: string[] = [];
+  let bytes = 0;
+  const physical: PhysicalComponent[] = [];
+  for (const c of layout.components) {
+    const absolute = join(dir, c.path);
+    if (c.kind === "file") {
+      const { size } = await lstat(absolute);
+      files.push(absolute);
+      bytes += size;
+      physical.push({ name: c.name, kind: "file", path: c.path, size });
+      continue;
+    }
+    const tree = await walk(absolute, dirs);
+    if (tree.length === 0) {
+      throw new ManagerError(
+        "MANAGER_COMPONENT_MISSING",
+        `describe ${dir}: ${c.path}/ is empty. Write the ${c.name} shards first.`,
+        {
+          kind: "refused",
+          subject: absolute,
+        },
+      );
+    }
+    for (const f of tree) {
+      files.push(join(absolute, f.path));
+      bytes += f.size;
+    }
+    physical.push({ name: c.name, kind: "dir", path: c.path, files: tree });
+  }
+  const manifest: ArtifactManifest = {
+    schema: ARTIFACT_MANIFEST_SCHEMA,
+    iteration,
+    format,
+    logical_components: [...plan],
+    physical_components: physical,
+    producer,
+  };
+  return { manifest, files, dirs, bytes };
+}
+
+/** Makes the described payload durable: every file, then every directory holding them, then `dir` itself. */
+export async function fsyncDescribed(dir: string, described: DescribedComponents): Promise<void> {
+  try {
+    await mapPool(described.files, FSYNC_CONCURRENCY, (file) => fsyncFile(file));
+    for (const d of [...described.dirs].reverse()) await fsyncDirectory(d);
+    await fsyncDirectory(dir);
+  } catch (error) {
+    throw new ManagerError("MANAGER_COMMIT_FAILED", `make ${dir} durable: ${messageOf(error)}`, {
+      kind: "failed",
+      subject: dir,
+      cause: error,
+    });
+  }
+}

@@ -1,0 +1,111 @@
+import {
+  ARTIFACT_MANIFEST_RECORD,
+  ARTIFACT_MANIFEST_SCHEMA,
+  type ArtifactManifest,
+  artifactManifestSchema,
+  LOGICAL_COMPONENTS,
+  parseRecordBytes,
+  type RecordSchema,
+  readRecordFile,
+  serializeRecord,
+} from "@ckpt/manifest";
+import { z } from "zod";
+
+/** Parse, read and serialize bound to one record description (validation through @ckpt/manifest). */
+function recordsOf<T>(spec: RecordSchema<T>) {
+  return {
+    parse: (bytes: Uint8Array, name: string = spec.fileName): T => parseRecordBytes(spec, bytes, name),
+    read: (path: string): Promise<T> => readRecordFile(path, spec),
+    serialize: (value: T): Uint8Array => serializeRecord(spec, value),
+  };
+}
+
+/**
+ * The description of a full checkpoint, written into `checkpoints/iter_*` (and each role's
+ * sub-directory of a multi-role boundary) after every component and before the pointer. It has
+ * the artifact manifest's shape with the full plan as its logical components; its own file name
+ * keeps it apart from an artifact's commit record. Its SHA-256 is what a pinned resume names.
+ */
+export const CHECKPOINT_DESCRIPTION_FILE = ".posttrain-checkpoint.json";
+
+export const CHECKPOINT_DESCRIPTION_RECORD: RecordSchema<ArtifactManifest> = {
+  title: "full checkpoint description",
+  fileName: CHECKPOINT_DESCRIPTION_FILE,
+  versionField: "schema",
+  versions: [ARTIFACT_MANIFEST_SCHEMA],
+  schema: artifactManifestSchema.refine((m) => m.logical_components.length === LOGICAL_COMPONENTS.length, {
+    message: "a full checkpoint lists every logical component (model, optimizer, training_state)",
+    path: ["logical_components"],
+  }),
+  normalize: ARTIFACT_MANIFEST_RECORD.normalize,
+};
+export const checkpointDescription = recordsOf(CHECKPOINT_DESCRIPTION_RECORD);
+
+/** The validation transaction of a full checkpoint. Local: this file, replaced atomically at each step. */
+export const VALIDATION_STATE_FILE = ".posttrain-validation.json";
+export const VALIDATION_STATE_SCHEMA = "posttrain.validation-transaction.v1";
+
+export const validationStateSchema = z.strictObject({
+  schema: z.literal(VALIDATION_STATE_SCHEMA),
+  iteration: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  state: z.enum(["evaluation_pending", "publication_pending", "published"]),
+});
+export type ValidationRecord = z.infer<typeof validationStateSchema>;
+
+export const VALIDATION_STATE_RECORD: RecordSchema<ValidationRecord> = {
+  title: "validation transaction",
+  fileName: VALIDATION_STATE_FILE,
+  versionField: "schema",
+  versions: [VALIDATION_STATE_SCHEMA],
+  schema: validationStateSchema,
+};
+export const validationRecord = recordsOf(VALIDATION_STATE_RECORD);
+
+/**
+ * Under a direct primary each validation step is a new object (append-only), named so the control
+ * manifest's `validation_publication` can reference it: `.validation-publication-<seq>-<state>.json`.
+ */
+export function validationPublicationName(sequence: number, state: ValidationRecord["state"]): string {
+  return `.validation-publication-${sequence}-${state}.json`;
+}
+
+/** Where the writer leases of a direct-primary checkpoint root live (one object per epoch). */
+export const LEASE_PREFIX = ".posttrain-lease";
+export const LEASE_SCHEMA = "posttrain.writer-lease.v1";
+
+export const leaseSchema = z.strictObject({
+  schema: z.literal(LEASE_SCHEMA),
+  /** Takeovers count up; the highest epoch present is the current lease. */
+  epoch: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  holder: z.strictObject({
+    host: z.string().max(255),
+    pid: z.number().int().min(0),
+    run_ts: z.string().max(64),
+    /** Random per manager instance: the holder recognises its own lease by it. */
+    token: z.string().regex(/^[0-9a-f]{32}$/),
+  }),
+  acquired_at: z.iso.datetime(),
+  expires_at: z.iso.datetime(),
+  /** Set by a clean finalize: the next writer may take over at once. */
+  released: z.boolean(),
+});
+export type LeaseRecord = z.infer<typeof leaseSchema>;
+
+export const LEASE_RECORD: RecordSchema<LeaseRecord> = {
+  title: "writer lease",
+  fileName: "epoch-<n>.json",
+  versionField: "schema",
+  versions: [LEASE_SCHEMA],
+  schema: leaseSchema,
+};
+export const leaseRecord = recordsOf(LEASE_RECORD);
+
+/** The lease object of an epoch (zero-padded so listings sort by epoch). */
+export function leaseKey(epoch: number): string {
+  return `${LEASE_PREFIX}/epoch-${String(epoch).padStart(12, "0")}.json`;
+}
+
+export function parseLeaseKey(key: string): number | undefined {
+  const match = /(?:^|\/)\.posttrain-lease\/epoch-([0-9]{12})\.json$/.exec(key);
+  return match ? Number(match[1]) : undefined;
+}

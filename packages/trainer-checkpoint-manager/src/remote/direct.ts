@@ -1,0 +1,568 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST_SCHEMA,
+  type ArtifactManifest,
+  CONTROL_MANIFEST_FILE,
+  CONTROL_MANIFEST_SCHEMA,
+  type ControlManifest,
+  controlGenerationDir,
+  DCP_COMPONENTS,
+  type DcpComponent,
+  type FileEntry,
+  formatIterDir,
+  LATEST_CHECKPOINT_FILE,
+  type LogicalComponent,
+  MAX_RECORD_BYTES,
+  type PhysicalComponent,
+  parseControlManifest,
+  parseIterDir,
+  parseLatestPointer,
+  serializeArtifactManifest,
+  serializeControlManifest,
+  serializeLatestPointer,
+  sha256Hex,
+  writeFileAtomic,
+} from "@ckpt/manifest";
+import type { ObjectStore } from "@ckpt/object-store";
+import { ManagerError, messageOf } from "../errors.js";
+import { entryKind, removeOwned } from "../internal/fs.js";
+import { readSmallObject, storeFailure } from "../internal/store.js";
+import type { ComponentTargets } from "../layout.js";
+import {
+  VALIDATION_STATE_SCHEMA,
+  type ValidationRecord,
+  validationPublicationName,
+  validationRecord,
+} from "../records.js";
+import type { PointerState, ProbedCheckpoint } from "../resume/decide.js";
+import type { ValidationState } from "../types.js";
+import type { WriterLease } from "./lease.js";
+
+/** Largest control file (trainer.pt / data.pt) moved through memory: they hold clocks, RNG and cursors. */
+const MAX_CONTROL_BYTES = MAX_RECORD_BYTES;
+
+const keyIn = (iterKey: string, name: string) => (iterKey === "" ? name : `${iterKey}/${name}`);
+
+function remoteInvalid(subject: string, message: string, cause?: unknown): ManagerError {
+  return new ManagerError("MANAGER_REMOTE_INVALID", message, {
+    kind: "refused",
+    subject,
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+/** Reads and validates the control manifest of an iteration; undefined when absent. */
+export async function readControl(
+  store: ObjectStore,
+  iterKey: string,
+): Promise<{ manifest: ControlManifest; bytes: Uint8Array } | undefined> {
+  const key = keyIn(iterKey, CONTROL_MANIFEST_FILE);
+  const bytes = await readSmallObject(store, key);
+  if (bytes === undefined) return undefined;
+  try {
+    return { manifest: parseControlManifest(bytes, `${store.uri}/${key}`), bytes };
+  } catch (error) {
+    throw remoteInvalid(
+      `${store.uri}/${key}`,
+      `${messageOf(error)} A manifest that does not validate fails closed; nothing is written beneath it.`,
+      error,
+    );
+  }
+}
+
+async function head(store: ObjectStore, key: string) {
+  try {
+    return await store.head(key);
+  } catch (error) {
+    throw storeFailure("inspect", `${store.uri}/${key}`, error);
+  }
+}
+
+/** The DCP components of an iteration that hold their `.metadata` (written last by the DCP writer). */
+async function presentComponents(store: ObjectStore, iterKey: string): Promise<DcpComponent[]> {
+  const present: DcpComponent[] = [];
+  for (const c of DCP_COMPONENTS)
+    if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) !== undefined) present.push(c);
+  return present;
+}
+
+/** Problems of a committed iteration: each listed component's `.metadata`, each control file with its descriptor. */
+async function controlProblems(
+  store: ObjectStore,
+  iterKey: string,
+  manifest: ControlManifest,
+): Promise<string[]> {
+  const problems: string[] = [];
+  for (const c of manifest.components) {
+    if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) === undefined)
+      problems.push(`${c}/.metadata is missing`);
+  }
+  for (const entry of [manifest.control.trainer, manifest.control.data]) {
+    if (entry === null) continue;
+    const info = await head(store, keyIn(iterKey, entry.path));
+    if (info === undefined) problems.push(`${entry.path} is missing`);
+    else if (info.size !== entry.size || (info.sha256 !== undefined && info.sha256 !== entry.sha256)) {
+      problems.push(`${entry.path} does not match its descriptor`);
+    }
+  }
+  return problems;
+}
+
+async function readControlFile(path: string, what: string): Promise<Uint8Array> {
+  const info = await entryKind(path);
+  if (info !== "file") {
+    throw new ManagerError(
+      "MANAGER_COMPONENT_MISSING",
+      `commit: ${what} ${path} was not written. Write it before committing.`,
+      {
+        kind: "refused",
+        subject: path,
+      },
+    );
+  }
+  const bytes = await readFile(path);
+  if (bytes.byteLength > MAX_CONTROL_BYTES) {
+    throw new ManagerError(
+      "MANAGER_SAVE_REFUSED",
+      `commit: ${path} is ${bytes.byteLength} bytes; control files are at most ${MAX_CONTROL_BYTES}.`,
+      {
+        kind: "refused",
+        subject: path,
+      },
+    );
+  }
+  return new Uint8Array(bytes);
+}
+
+export interface DirectCommit {
+  readonly uri: string;
+  readonly manifestSha256: string;
+  /** The iteration was already committed by an earlier try: only the pointer was confirmed. */
+  readonly confirmed: boolean;
+}
+
+/**
+ * A direct object-store primary: DCP components are written in place by the trainer's ranks;
+ * the manager appends a control generation (trainer.pt, data.pt), creates the control manifest
+ * (the first valid one makes the iteration immutable) and then writes `latest_checkpoint.txt`.
+ */
+export class DirectPrimary {
+  constructor(
+    /** Rooted at the checkpoints prefix. */
+    readonly root: ObjectStore,
+    /** Rooted at the sibling checkpoint_artifacts prefix (absent when the prefix is not a checkpoints root). */
+    readonly artifacts: ObjectStore | undefined,
+    /** Where the trainer writes trainer.pt / data.pt for upload. */
+    readonly stagingDir: string,
+    /** Where control files are copied for a resume. */
+    readonly cacheDir: string,
+    private readonly clock: () => Date,
+  ) {}
+
+  stagedDir(kind: "full" | "artifact", iteration: number): string {
+    return join(
+      this.stagingDir,
+      kind === "full" ? "checkpoints" : "checkpoint_artifacts",
+      formatIterDir(iteration),
+    );
+  }
+
+  /** The iteration's committed control manifest, if any. */
+  committed(iteration: number) {
+    return readControl(this.root, formatIterDir(iteration));
+  }
+
+  private async putPointer(iteration: number): Promise<void> {
+    try {
+      await this.root.put(LATEST_CHECKPOINT_FILE, serializeLatestPointer(iteration));
+    } catch (error) {
+      throw storeFailure("write", `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`, error);
+    }
+  }
+
+  private async create(store: ObjectStore, key: string, bytes: Uint8Array): Promise<"created" | "exists"> {
+    try {
+      const result = await store.createIfAbsent(key, bytes, { sha256: sha256Hex(bytes) });
+      return result.status;
+    } catch (error) {
+      throw storeFailure("create", `${store.uri}/${key}`, error);
+    }
+  }
+
+  /** Same-iteration retry under a visible manifest: validate it and what it references, then confirm the pointer. */
+  async confirm(iteration: number, lease: WriterLease | undefined): Promise<DirectCommit> {
+    const iterKey = formatIterDir(iteration);
+    const found = await this.committed(iteration);
+    if (found === undefined) {
+      throw new ManagerError(
+        "MANAGER_SESSION_INVALID",
+        `confirm ${this.root.uri}/${iterKey}: it holds no control manifest.`,
+        {
+          kind: "refused",
+          subject: `${this.root.uri}/${iterKey}`,
+        },
+      );
+    }
+    const subject = `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`;
+    if (found.manifest.iteration !== iteration) {
+      throw new ManagerError(
+        "MANAGER_PLAN_DRIFT",
+        `confirm ${subject}: it records iteration ${found.manifest.iteration}, not ${iteration}. Fails closed.`,
+        {
+          kind: "refused",
+          subject,
+        },
+      );
+    }
+    const problems = await controlProblems(this.root, iterKey, found.manifest);
+    if (problems.length > 0)
+      throw remoteInvalid(
+        subject,
+        `confirm ${subject}: ${problems.join("; ")}. Fails closed; the pointer is not moved.`,
+      );
+    await lease?.check();
+    await this.putPointer(iteration);
+    return { uri: `${this.root.uri}/${iterKey}`, manifestSha256: sha256Hex(found.bytes), confirmed: true };
+  }
+
+  /**
+   * Commits a full checkpoint: DCP components present (model and optim at least), a new control
+   * generation with the staged trainer.pt (and data.pt), the validation record when pending, the
+   * control manifest by conditional create, then the pointer. A manifest that appeared meanwhile
+   * is confirmed when it records the same plan and refused as plan drift otherwise.
+   */
+  async commitFull(
+    iteration: number,
+    pending: boolean,
+    lease: WriterLease | undefined,
+  ): Promise<DirectCommit> {
+    const iterKey = formatIterDir(iteration);
+    const iterUri = `${this.root.uri}/${iterKey}`;
+    await lease?.check();
+    if ((await this.committed(iteration)) !== undefined) return this.confirm(iteration, lease);
+    const components = await presentComponents(this.root, iterKey);
+    for (const required of ["model", "optim"] as const) {
+      if (!components.includes(required)) {
+        throw new ManagerError(
+          "MANAGER_COMPONENT_MISSING",
+          `commit ${iterUri}: ${required}/.metadata is missing, so the ${required} DCP component is not finalized. ` +
+            "Every rank's DCP save of it must finish before the commit.",
+          { kind: "refused", subject: `${iterUri}/${required}/.metadata` },
+        );
+      }
+    }
+    const staged = this.stagedDir("full", iteration);
+    const trainer = await readControlFile(join(staged, "trainer.pt"), "trainer.pt");
+    const data =
+      (await entryKind(join(staged, "data.pt"))) === "file"
+        ? await readControlFile(join(staged, "data.pt"), "data.pt")
+        : undefined;
+    const generation = `g${this.clock().getTime()}-${randomBytes(4).toString("hex")}`;
+    const genDir = controlGenerationDir(generation);
+    const entry = (name: string, bytes: Uint8Array): FileEntry => ({
+      path: `${genDir}/${name}`,
+      size: bytes.byteLength,
+      sha256: sha256Hex(bytes),
+    });
+    const control = {
+      trainer: entry("trainer.pt", trainer),
+      data: data === undefined ? null : entry("data.pt", data),
+    };
+    await this.create(this.root, keyIn(iterKey, control.trainer.path), trainer);
+    if (data !== undefined && control.data !== null)
+      await this.create(this.root, keyIn(iterKey, control.data.path), data);
+    let validation: string | null = null;
+    if (pending) {
+      validation = validationPublicationName(1, "evaluation_pending");
+      await this.create(
+        this.root,
+        keyIn(iterKey, validation),
+        validationRecord.serialize({
+          schema: VALIDATION_STATE_SCHEMA,
+          iteration,
+          state: "evaluation_pending",
+        }),
+      );
+    }
+    const manifest: ControlManifest = {
+      schema: CONTROL_MANIFEST_SCHEMA,
+      iteration,
+      components,
+      control_generation: generation,
+      control,
+      validation_publication: validation,
+    };
+    const bytes = serializeControlManifest(manifest);
+    await lease?.check();
+    if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST_FILE), bytes)) === "exists") {
+      const existing = await this.committed(iteration);
+      const same = existing !== undefined && existing.manifest.components.join(",") === components.join(",");
+      if (!same) {
+        throw new ManagerError(
+          "MANAGER_PLAN_DRIFT",
+          `commit ${iterUri}: a control manifest with components [${existing?.manifest.components.join(", ") ?? "?"}] appeared ` +
+            `while this save wrote [${components.join(", ")}]. The first manifest keeps the iteration; this save fails closed.`,
+          { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
+        );
+      }
+      return this.confirm(iteration, lease);
+    }
+    await this.putPointer(iteration);
+    await removeOwned(staged);
+    return { uri: iterUri, manifestSha256: sha256Hex(bytes), confirmed: false };
+  }
+
+  /** Moves a committed iteration's validation transaction on: a new append-only record, then a successor manifest naming it. */
+  async writeValidation(
+    iteration: number,
+    state: ValidationState,
+    lease: WriterLease | undefined,
+  ): Promise<void> {
+    const iterKey = formatIterDir(iteration);
+    const found = await this.committed(iteration);
+    if (found === undefined) {
+      throw new ManagerError(
+        "MANAGER_VALIDATION_STATE",
+        `validation of ${this.root.uri}/${iterKey}: it holds no control manifest.`,
+        {
+          kind: "refused",
+          subject: `${this.root.uri}/${iterKey}`,
+        },
+      );
+    }
+    const previous = found.manifest.validation_publication;
+    const sequence =
+      previous === null ? 1 : Number(/^\.validation-publication-([0-9]+)-/.exec(previous)?.[1] ?? "0") + 1;
+    const name = validationPublicationName(sequence, state);
+    await lease?.check();
+    await this.create(
+      this.root,
+      keyIn(iterKey, name),
+      validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state }),
+    );
+    const successor = serializeControlManifest({ ...found.manifest, validation_publication: name });
+    try {
+      await this.root.put(keyIn(iterKey, CONTROL_MANIFEST_FILE), successor, { sha256: sha256Hex(successor) });
+    } catch (error) {
+      throw storeFailure("write", `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`, error);
+    }
+  }
+
+  /**
+   * Commits a partial artifact in the sibling prefix: the planned DCP components (listed for their
+   * files and sizes), the staged small files uploaded beside them, the native manifest last by
+   * conditional create. A committed artifact is refused, never re-committed.
+   */
+  async commitArtifact(
+    iteration: number,
+    plan: readonly LogicalComponent[],
+    producer: string,
+    lease: WriterLease | undefined,
+  ): Promise<DirectCommit> {
+    const store = this.artifacts;
+    const iterKey = formatIterDir(iteration);
+    if (store === undefined) {
+      throw new ManagerError(
+        "MANAGER_SAVE_REFUSED",
+        `commit artifact ${iterKey}: checkpoint_store.prefix does not end in /checkpoints, so there is no sibling checkpoint_artifacts/ prefix.`,
+        { kind: "refused", knob: "checkpoint_store.prefix" },
+      );
+    }
+    const iterUri = `${store.uri}/${iterKey}`;
+    await lease?.check();
+    if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE))) !== undefined) {
+      throw new ManagerError(
+        "MANAGER_ARTIFACT_COMMITTED",
+        `commit ${iterUri}: it is already committed; a committed artifact is never committed again.`,
+        {
+          kind: "refused",
+          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+        },
+      );
+    }
+    const physical: PhysicalComponent[] = [];
+    const dirs: DcpComponent[] = [];
+    if (plan.includes("model")) dirs.push("model");
+    if (plan.includes("optimizer")) dirs.push("optim");
+    if (plan.includes("training_state")) dirs.push(...(["old", "ref"] as const));
+    for (const c of dirs) {
+      const files: Array<{ path: string; size: number }> = [];
+      try {
+        for await (const info of store.list(`${iterKey}/${c}/`))
+          files.push({ path: info.key.slice(`${iterKey}/${c}/`.length), size: info.size });
+      } catch (error) {
+        throw storeFailure("list", `${iterUri}/${c}/`, error);
+      }
+      const required = c === "model" || c === "optim";
+      if (!files.some((f) => f.path === ".metadata")) {
+        if (!required && files.length === 0) continue;
+        throw new ManagerError(
+          "MANAGER_COMPONENT_MISSING",
+          `commit ${iterUri}: ${c}/.metadata is missing; the DCP save of ${c} did not finish.`,
+          {
+            kind: "refused",
+            subject: `${iterUri}/${c}/.metadata`,
+          },
+        );
+      }
+      physical.push({
+        name: c,
+        kind: "dir",
+        path: c,
+        files: files.sort((a, b) => (a.path < b.path ? -1 : 1)),
+      });
+    }
+    if (plan.includes("training_state")) {
+      const staged = this.stagedDir("artifact", iteration);
+      for (const name of ["trainer", "data"] as const) {
+        const path = join(staged, `${name}.pt`);
+        if (name === "data" && (await entryKind(path)) === "absent") continue;
+        const bytes = await readControlFile(path, `${name}.pt`);
+        await this.create(store, keyIn(iterKey, `${name}.pt`), bytes);
+        physical.push({
+          name,
+          kind: "file",
+          path: `${name}.pt`,
+          size: bytes.byteLength,
+          sha256: sha256Hex(bytes),
+        });
+      }
+    }
+    const manifest: ArtifactManifest = {
+      schema: ARTIFACT_MANIFEST_SCHEMA,
+      iteration,
+      format: "dcp",
+      logical_components: [...plan],
+      physical_components: physical,
+      producer,
+    };
+    const bytes = serializeArtifactManifest(manifest);
+    await lease?.check();
+    if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE), bytes)) === "exists") {
+      throw new ManagerError(
+        "MANAGER_ARTIFACT_COMMITTED",
+        `commit ${iterUri}: another commit won; a committed artifact is never committed again.`,
+        {
+          kind: "refused",
+          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+        },
+      );
+    }
+    await removeOwned(this.stagedDir("artifact", iteration));
+    return { uri: iterUri, manifestSha256: sha256Hex(bytes), confirmed: false };
+  }
+
+  /** The newest committed artifact in the sibling prefix. */
+  async newestArtifact(): Promise<{ iteration: number; dir: string } | undefined> {
+    const store = this.artifacts;
+    if (store === undefined) return undefined;
+    let newest: number | undefined;
+    try {
+      for await (const info of store.list("")) {
+        const [dir, name] = info.key.split("/");
+        const iteration = dir === undefined ? undefined : parseIterDir(dir);
+        if (iteration !== undefined && name === ARTIFACT_MANIFEST_FILE && info.key.split("/").length === 2) {
+          if (newest === undefined || iteration > newest) newest = iteration;
+        }
+      }
+    } catch (error) {
+      throw storeFailure("list", `${store.uri}/`, error);
+    }
+    return newest === undefined
+      ? undefined
+      : { iteration: newest, dir: `${store.uri}/${formatIterDir(newest)}` };
+  }
+
+  /** Reads the root's `latest_checkpoint.txt` and probes the iteration it names. */
+  async readPointer(): Promise<PointerState> {
+    const bytes = await readSmallObject(this.root, LATEST_CHECKPOINT_FILE, 1024);
+    const path = `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`;
+    if (bytes === undefined) return { state: "absent" };
+    let pointer: ReturnType<typeof parseLatestPointer>;
+    try {
+      pointer = parseLatestPointer(bytes, path);
+    } catch (error) {
+      return { state: "invalid", path, message: messageOf(error) };
+    }
+    const checkpoint = await probeRemote(this.root, pointer.iterDirName, this.cacheDir);
+    return {
+      state: "present",
+      path,
+      iteration: pointer.iteration,
+      checkpoint: { ...checkpoint, iteration: pointer.iteration },
+    };
+  }
+}
+
+/**
+ * Probes a remote iteration (`iterKey` below the store; "" when the store is rooted at it): the
+ * control manifest, each component's `.metadata`, and the control files, copied to `cacheDir`
+ * and checked against their descriptors. DCP components are handed out as URIs.
+ */
+export async function probeRemote(
+  store: ObjectStore,
+  iterKey: string,
+  cacheDir: string,
+): Promise<ProbedCheckpoint> {
+  const iterUri = iterKey === "" ? store.uri : `${store.uri}/${iterKey}`;
+  const iteration = parseIterDir(iterUri.slice(iterUri.lastIndexOf("/") + 1));
+  const problems: string[] = [];
+  let found: Awaited<ReturnType<typeof readControl>>;
+  try {
+    found = await readControl(store, iterKey);
+  } catch (error) {
+    return { iterDir: iterUri, iteration, format: "dcp", components: {}, problems: [messageOf(error)] };
+  }
+  if (found === undefined) {
+    return {
+      iterDir: iterUri,
+      iteration,
+      format: "dcp",
+      components: {},
+      problems: [`${CONTROL_MANIFEST_FILE} is missing (a half-written iteration)`],
+    };
+  }
+  const { manifest } = found;
+  problems.push(...(await controlProblems(store, iterKey, manifest)));
+  const components: ComponentTargets = {};
+  for (const c of manifest.components) components[c] = `${iterUri}/${c}/`;
+  const local = join(cacheDir, iterKey === "" ? "explicit" : iterKey, manifest.control_generation);
+  for (const role of ["trainer", "data"] as const) {
+    const entry = manifest.control[role];
+    if (entry === null || problems.length > 0) continue;
+    const bytes = await readSmallObject(store, keyIn(iterKey, entry.path), MAX_CONTROL_BYTES);
+    if (bytes === undefined || bytes.byteLength !== entry.size || sha256Hex(bytes) !== entry.sha256) {
+      problems.push(`${entry.path} does not match its descriptor`);
+      continue;
+    }
+    await mkdir(local, { recursive: true });
+    const path = join(local, `${role}.pt`);
+    await writeFileAtomic(path, bytes);
+    components[role] = path;
+  }
+  let validation: ValidationState | undefined;
+  if (manifest.validation_publication !== null) {
+    const key = keyIn(iterKey, manifest.validation_publication);
+    const bytes = await readSmallObject(store, key);
+    if (bytes === undefined) problems.push(`${manifest.validation_publication} is missing`);
+    else {
+      try {
+        validation = (validationRecord.parse(bytes, `${store.uri}/${key}`) as ValidationRecord).state;
+      } catch (error) {
+        problems.push(messageOf(error));
+      }
+    }
+  }
+  return {
+    iterDir: iterUri,
+    iteration: iteration ?? manifest.iteration,
+    format: "dcp",
+    components,
+    manifestSha256: sha256Hex(found.bytes),
+    ...(validation === undefined ? {} : { validation }),
+    problems,
+  };
+}

@@ -1,0 +1,345 @@
+import { lstat, readdir } from "node:fs/promises";
+import { join, sep } from "node:path";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  CHECKPOINT_ARTIFACTS_DIR,
+  CHECKPOINTS_DIR,
+  CONTROL_MANIFEST_FILE,
+  type CheckpointFormat,
+  hashFile,
+  LATEST_CHECKPOINT_FILE,
+  ManifestError,
+  MULTI_ROLE_SUCCESS_FILE,
+  openFileByteSource,
+  PHYSICAL_COMPONENTS,
+  type PhysicalComponentName,
+  parseControlManifest,
+  parseIterDir,
+  parseMultiRoleSuccess,
+  physicalComponentPath,
+  readBoundedFile,
+  readLatestPointer,
+  sha256Hex,
+} from "@ckpt/manifest";
+import { openTorchFile, PickleDict } from "@ckpt/tensors";
+import { messageOf } from "../errors.js";
+import { entryKind } from "../internal/fs.js";
+import type { ComponentTargets } from "../layout.js";
+import {
+  CHECKPOINT_DESCRIPTION_FILE,
+  checkpointDescription,
+  VALIDATION_STATE_FILE,
+  validationRecord,
+} from "../records.js";
+import type { ValidationState } from "../types.js";
+import type { PointerState, ProbedCheckpoint } from "./decide.js";
+
+export interface ProbeOptions {
+  /** Read a legacy trainer state when no iter_* segment or manifest names the iteration. */
+  readonly needIteration: boolean;
+  /** Hash a legacy single file (its own manifest) for a pinned resume; other manifests are always hashed (they are small). */
+  readonly hashLegacyFile: boolean;
+}
+
+/** The iteration the last `iter_*` segment of a path names. Pure. */
+export function iterationFromPath(path: string): number | undefined {
+  const segments = path.split(sep).filter((s) => s !== "");
+  for (let i = segments.length - 1; i >= 0; i--) {
+    const iteration = parseIterDir(segments[i]!);
+    if (iteration !== undefined) return iteration;
+  }
+  return undefined;
+}
+
+/** Reads `optimizer_step` / `iter` from the top level of a torch.save dict; they must agree when both exist. */
+export async function readTrainerIteration(path: string): Promise<{ iteration?: number; problem?: string }> {
+  let source: Awaited<ReturnType<typeof openFileByteSource>> | undefined;
+  try {
+    source = await openFileByteSource(path);
+    const file = await openTorchFile(source);
+    const root = file.root;
+    if (!(root instanceof PickleDict)) return { problem: `${path} does not hold a dict at its top level` };
+    const read = (key: string): number | undefined => {
+      const value = root.map.get(key);
+      if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
+      if (typeof value === "bigint" && value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER))
+        return Number(value);
+      return undefined;
+    };
+    const step = read("optimizer_step");
+    const iter = read("iter");
+    if (step !== undefined && iter !== undefined && step !== iter) {
+      return { problem: `${path} holds optimizer_step ${step} and iter ${iter}, which disagree` };
+    }
+    const value = step ?? iter;
+    return value === undefined ? {} : { iteration: value };
+  } catch (error) {
+    return { problem: `read trainer state ${path}: ${messageOf(error)}` };
+  } finally {
+    await source?.close();
+  }
+}
+
+async function readValidation(dir: string): Promise<{ state?: ValidationState; problem?: string }> {
+  const path = join(dir, VALIDATION_STATE_FILE);
+  if ((await entryKind(path)) === "absent") return {};
+  try {
+    return { state: (await validationRecord.read(path)).state };
+  } catch (error) {
+    return { problem: messageOf(error) };
+  }
+}
+
+function targetOf(dir: string, name: PhysicalComponentName, kind: "file" | "dir"): string {
+  const path = join(dir, physicalComponentPath(name, kind));
+  return kind === "dir" ? `${path}/` : path;
+}
+
+/** Probes a checkpoint directory described by `.posttrain-checkpoint.json`: every recorded file present with its size. */
+async function probeDescribed(
+  dir: string,
+  problems: string[],
+): Promise<
+  { components: ComponentTargets; format: CheckpointFormat; sha: string; iteration: number } | undefined
+> {
+  const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
+  let bytes: Uint8Array;
+  let description: ReturnType<typeof checkpointDescription.parse>;
+  try {
+    bytes = await readBoundedFile(path);
+    description = checkpointDescription.parse(bytes, path);
+  } catch (error) {
+    problems.push(messageOf(error));
+    return undefined;
+  }
+  const components: ComponentTargets = {};
+  for (const c of description.physical_components) {
+    components[c.name] = targetOf(dir, c.name, c.kind);
+    const files =
+      c.kind === "file"
+        ? [{ path: c.path, size: c.size }]
+        : c.files.map((f) => ({ path: `${c.path}/${f.path}`, size: f.size }));
+    for (const f of files) {
+      try {
+        const info = await lstat(join(dir, f.path));
+        if (!info.isFile()) problems.push(`${f.path} is not a regular file`);
+        else if (info.size !== f.size)
+          problems.push(`${f.path} is ${info.size} bytes, the description says ${f.size}`);
+      } catch {
+        problems.push(`${f.path} is missing`);
+      }
+    }
+  }
+  return { components, format: description.format, sha: sha256Hex(bytes), iteration: description.iteration };
+}
+
+/** Probes a directory without a description (written before descriptions existed): what is there is the checkpoint. */
+async function probeUndescribed(
+  dir: string,
+  problems: string[],
+): Promise<{ components: ComponentTargets; format: CheckpointFormat }> {
+  const components: ComponentTargets = {};
+  let format: CheckpointFormat = "consolidated";
+  for (const name of PHYSICAL_COMPONENTS) {
+    const asFile = await entryKind(join(dir, physicalComponentPath(name, "file")));
+    const asDir = await entryKind(join(dir, physicalComponentPath(name, "dir")));
+    if (asFile === "file" && asDir === "dir") problems.push(`both ${name}.pt and ${name}/ exist`);
+    if (asFile === "file") components[name] = targetOf(dir, name, "file");
+    else if (asDir === "dir") {
+      components[name] = targetOf(dir, name, "dir");
+      if (name === "model") format = "dcp";
+    }
+  }
+  for (const required of ["model", "optim", "trainer"] as const) {
+    if (components[required] === undefined) {
+      problems.push(
+        required === "optim"
+          ? "its optimizer state (optim.pt or optim/) is missing (pruned by retention?); such a directory serves evaluation or init_from, not resume"
+          : `${physicalComponentPath(required, "file")} is missing`,
+      );
+    }
+  }
+  return { components, format };
+}
+
+/** Probes a copied direct-primary checkpoint: its control manifest and the control files it names. */
+async function probeControl(
+  dir: string,
+  problems: string[],
+): Promise<{ components: ComponentTargets; sha: string; iteration: number } | undefined> {
+  const path = join(dir, CONTROL_MANIFEST_FILE);
+  try {
+    const bytes = await readBoundedFile(path);
+    const manifest = parseControlManifest(bytes, path);
+    const components: ComponentTargets = {};
+    for (const c of manifest.components) {
+      components[c] = `${join(dir, c)}/`;
+      if ((await entryKind(join(dir, c, ".metadata"))) !== "file") problems.push(`${c}/.metadata is missing`);
+    }
+    for (const role of ["trainer", "data"] as const) {
+      const entry = manifest.control[role];
+      if (entry === null) continue;
+      const digest = await hashFile(join(dir, entry.path)).catch(() => undefined);
+      if (digest === undefined) problems.push(`${entry.path} is missing`);
+      else if (digest.sha256 !== entry.sha256 || digest.size !== entry.size)
+        problems.push(`${entry.path} does not match its descriptor`);
+      components[role] = join(dir, entry.path);
+    }
+    return { components, sha: sha256Hex(bytes), iteration: manifest.iteration };
+  } catch (error) {
+    problems.push(messageOf(error));
+    return undefined;
+  }
+}
+
+/**
+ * Probes a local resume location: a checkpoint directory (described, multi-role with `_SUCCESS`,
+ * a copied direct-primary checkpoint, or an older undescribed one) or a legacy single `.pt` file.
+ */
+export async function probeLocalCheckpoint(
+  path: string,
+  options: ProbeOptions,
+): Promise<ProbedCheckpoint | { missing: true; path: string }> {
+  const kind = await entryKind(path);
+  if (kind === "absent" || kind === "other") return { missing: true, path };
+  const problems: string[] = [];
+  if (kind === "file") {
+    let iteration = iterationFromPath(path);
+    if (iteration === undefined && options.needIteration) {
+      const read = await readTrainerIteration(path);
+      iteration = read.iteration;
+    }
+    const sha = options.hashLegacyFile ? (await hashFile(path)).sha256 : undefined;
+    return {
+      iterDir: path,
+      iteration,
+      format: "legacy_file",
+      components: {},
+      legacyFile: path,
+      ...(sha === undefined ? {} : { manifestSha256: sha }),
+      problems,
+    };
+  }
+  const dir = path.endsWith("/") ? path.slice(0, -1) : path;
+  let iteration = iterationFromPath(dir);
+  const validation = await readValidation(dir);
+  if (validation.problem !== undefined) problems.push(validation.problem);
+  const base = { iterDir: dir, ...(validation.state === undefined ? {} : { validation: validation.state }) };
+
+  if ((await entryKind(join(dir, MULTI_ROLE_SUCCESS_FILE))) === "file") {
+    const markerPath = join(dir, MULTI_ROLE_SUCCESS_FILE);
+    try {
+      const bytes = await readBoundedFile(markerPath);
+      const marker = parseMultiRoleSuccess(bytes, markerPath);
+      const roles: Record<string, { components: ComponentTargets; optimizerStep: number }> = {};
+      let format: CheckpointFormat = "consolidated";
+      for (const [role, commit] of Object.entries(marker.roles)) {
+        const roleDir = join(dir, role);
+        const roleProblems: string[] = [];
+        const found: { components: ComponentTargets; format: CheckpointFormat } =
+          (await entryKind(join(roleDir, CHECKPOINT_DESCRIPTION_FILE))) === "absent"
+            ? await probeUndescribed(roleDir, roleProblems)
+            : ((await probeDescribed(roleDir, roleProblems)) ?? { components: {}, format });
+        problems.push(...roleProblems.map((p) => `${role}: ${p}`));
+        format = found.format;
+        roles[role] = { components: found.components, optimizerStep: commit.optimizer_step };
+      }
+      return {
+        ...base,
+        iteration: iteration ?? marker.iteration,
+        format,
+        components: {},
+        roles,
+        ...(marker.loop_state === undefined ? {} : { loopState: marker.loop_state }),
+        manifestSha256: sha256Hex(bytes),
+        problems,
+      };
+    } catch (error) {
+      problems.push(messageOf(error));
+      return { ...base, iteration, format: "consolidated", components: {}, problems };
+    }
+  }
+  if ((await entryKind(join(dir, CONTROL_MANIFEST_FILE))) === "file") {
+    const control = await probeControl(dir, problems);
+    return {
+      ...base,
+      iteration: iteration ?? control?.iteration,
+      format: "dcp",
+      components: control?.components ?? {},
+      ...(control === undefined ? {} : { manifestSha256: control.sha }),
+      problems,
+    };
+  }
+  if ((await entryKind(join(dir, CHECKPOINT_DESCRIPTION_FILE))) !== "absent") {
+    const described = await probeDescribed(dir, problems);
+    return {
+      ...base,
+      iteration: iteration ?? described?.iteration,
+      format: described?.format ?? "consolidated",
+      components: described?.components ?? {},
+      ...(described === undefined ? {} : { manifestSha256: described.sha }),
+      problems,
+    };
+  }
+  const found = await probeUndescribed(dir, problems);
+  if (iteration === undefined && options.needIteration && found.components.trainer !== undefined) {
+    const read = await readTrainerIteration(found.components.trainer);
+    iteration = read.iteration;
+    if (read.problem !== undefined) problems.push(read.problem);
+  }
+  return { ...base, iteration, format: found.format, components: found.components, problems };
+}
+
+/** Reads the attempt's latest pointer and probes the checkpoint it names. */
+export async function readLocalPointer(checkpointsRoot: string): Promise<PointerState> {
+  const path = join(checkpointsRoot, LATEST_CHECKPOINT_FILE);
+  let pointer: Awaited<ReturnType<typeof readLatestPointer>>;
+  try {
+    pointer = await readLatestPointer(path);
+  } catch (error) {
+    if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };
+    return { state: "invalid", path, message: messageOf(error) };
+  }
+  const probed = await probeLocalCheckpoint(join(checkpointsRoot, pointer.iterDirName), {
+    needIteration: false,
+    hashLegacyFile: false,
+  });
+  const checkpoint: ProbedCheckpoint =
+    "missing" in probed
+      ? {
+          iterDir: probed.path,
+          iteration: pointer.iteration,
+          format: "consolidated",
+          components: {},
+          problems: ["the directory does not exist"],
+        }
+      : { ...probed, iteration: pointer.iteration };
+  return { state: "present", path, iteration: pointer.iteration, checkpoint };
+}
+
+/** The committed artifacts of an attempt (`checkpoint_artifacts/iter_*` holding the native manifest), by iteration. */
+export async function listCommittedArtifacts(
+  attemptDir: string,
+): Promise<Array<{ iteration: number; dir: string }>> {
+  const root = join(attemptDir, CHECKPOINT_ARTIFACTS_DIR);
+  let names: string[];
+  try {
+    names = await readdir(root);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw error;
+  }
+  const out: Array<{ iteration: number; dir: string }> = [];
+  for (const name of names) {
+    const iteration = parseIterDir(name);
+    if (iteration === undefined) continue;
+    if ((await entryKind(join(root, name, ARTIFACT_MANIFEST_FILE))) === "file")
+      out.push({ iteration, dir: join(root, name) });
+  }
+  return out.sort((a, b) => a.iteration - b.iteration);
+}
+
+/** `<attempt>/checkpoints`. */
+export function localCheckpointsRoot(attemptDir: string): string {
+  return join(attemptDir, CHECKPOINTS_DIR);
+}

@@ -1,0 +1,90 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { onTestFinished } from "vitest";
+import {
+  CheckpointManager,
+  type ComponentTargets,
+  type ManagerEvent,
+  type OpenOptions,
+  parseManagerConfig,
+  type SaveDue,
+  type SaveSession,
+} from "../src/index.js";
+
+/** A temporary output root, removed when the test finishes. */
+export async function tempRoot(prefix = "ckpt-manager-"): Promise<string> {
+  const { dir, cleanup } = await makeTempDir(prefix);
+  onTestFinished(cleanup);
+  return dir;
+}
+
+/** A clock that starts at 2026-09-01 12:00:00 UTC and advances `stepMs` per call. */
+export function steppingClock(stepMs = 1000, start = Date.UTC(2026, 8, 1, 12, 0, 0)): () => Date {
+  let now = start;
+  return () => {
+    const date = new Date(now);
+    now += stepMs;
+    return date;
+  };
+}
+
+export interface Opened {
+  manager: CheckpointManager;
+  events: ManagerEvent[];
+}
+
+/** Opens a manager on `outputRoot` with a raw config; signal handlers off (the test process keeps its own). */
+export async function openManager(
+  outputRoot: string,
+  raw: Record<string, unknown>,
+  extra: Partial<OpenOptions> = {},
+): Promise<Opened> {
+  const events: ManagerEvent[] = [];
+  const manager = await CheckpointManager.open({
+    config: parseManagerConfig(raw).config,
+    outputRoot,
+    project: "proj",
+    group: "grp",
+    name: "run",
+    termination: { signals: false, sentinelPath: null },
+    onEvent: (event) => events.push(event),
+    ...extra,
+  });
+  onTestFinished(() => manager.finalize().catch(() => {}));
+  return { manager, events };
+}
+
+/** Writes `bytes` at every file target and a small DCP directory (shards + .metadata) at every directory target. */
+export async function writeTargets(
+  targets: ComponentTargets,
+  options: { only?: ReadonlyArray<keyof ComponentTargets>; size?: number; fill?: number } = {},
+): Promise<void> {
+  const size = options.size ?? 64;
+  const names = (options.only ?? (["model", "optim", "trainer"] as const)) as ReadonlyArray<
+    keyof ComponentTargets
+  >;
+  for (const name of names) {
+    const target = targets[name];
+    if (target === undefined) continue;
+    const bytes = Buffer.alloc(size, options.fill ?? name.charCodeAt(0));
+    if (target.endsWith("/")) {
+      await mkdir(target, { recursive: true });
+      await writeFile(join(target, "__0_0.distcp"), bytes);
+      await writeFile(join(target, ".metadata"), Buffer.from(`metadata of ${name}`));
+    } else {
+      await mkdir(dirname(target), { recursive: true });
+      await writeFile(target, bytes);
+    }
+  }
+}
+
+/** Plans, begins, writes and commits one save; returns the session and outcome. */
+export async function saveStep(manager: CheckpointManager, step: number, due: SaveDue, write = writeTargets) {
+  const plan = manager.planSave(step, due);
+  if (plan === undefined) return undefined;
+  const session: SaveSession = await manager.beginSave(step, plan);
+  await write(session.targets);
+  const outcome = await manager.commitSave(session);
+  return { plan, session, outcome };
+}

@@ -1,0 +1,854 @@
+import { createHash } from "node:crypto";
+import { access, mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parseArtifactManifest, readLatestPointer } from "@ckpt/manifest";
+import { describe, expect, it } from "vitest";
+import {
+  CHECKPOINT_DESCRIPTION_FILE,
+  type CommitReport,
+  type ManagerError,
+  VALIDATION_STATE_FILE,
+} from "../src/index.js";
+import { openManager, saveStep, steppingClock, tempRoot, writeTargets } from "./helpers.js";
+
+const sync = { save_async: false };
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+const exists = (path: string) =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
+const latestOf = async (attemptDir: string) =>
+  (await readLatestPointer(join(attemptDir, "checkpoints", "latest_checkpoint.txt"))).iteration;
+
+function committed(outcome: Awaited<ReturnType<typeof saveStep>>): CommitReport {
+  if (outcome?.outcome.status !== "committed")
+    throw new Error(`expected a committed outcome, got ${outcome?.outcome.status}`);
+  return outcome.outcome.report;
+}
+
+describe("run attempts (seed 001 Layout)", () => {
+  it("mints RUN_TS at the first launch and reuses it in a resumed window", async () => {
+    const root = await tempRoot();
+    const clock = steppingClock(60_000);
+    const first = await openManager(root, sync, { clock });
+    expect(first.manager.runTs).toBe("20260901120000");
+    expect(first.manager.attemptDir).toBe(join(root, "proj", "grp", "run", "20260901120000"));
+    await first.manager.finalize();
+    const second = await openManager(root, sync, { clock });
+    expect(second.manager.runTs).toBe("20260901120000");
+    expect(second.manager.attempt.how).toBe("adopted");
+  });
+
+  it("resume=off mints a sibling attempt and leaves the old one untouched", async () => {
+    const root = await tempRoot();
+    const clock = steppingClock(60_000);
+    const first = await openManager(root, { ...sync, save_every: 10 }, { clock });
+    await saveStep(first.manager, 10, { final: true });
+    await first.manager.finalize();
+    const before = await readdir(join(first.manager.attemptDir, "checkpoints"));
+    const { manager } = await openManager(root, { ...sync, resume: "off" }, { clock });
+    expect(manager.attemptDir).not.toBe(first.manager.attemptDir);
+    expect(await manager.resolveResume()).toMatchObject({ kind: "fresh" });
+    expect(await readdir(join(first.manager.attemptDir, "checkpoints"))).toEqual(before);
+  });
+
+  it("a legacy job whose <name>/checkpoints/ exists keeps the flat layout", async () => {
+    const root = await tempRoot();
+    await mkdir(join(root, "proj", "grp", "run", "checkpoints"), { recursive: true });
+    const { manager } = await openManager(root, { ...sync, save_every: 5 });
+    expect(manager.attempt.layout).toBe("legacy");
+    expect(manager.attemptDir).toBe(join(root, "proj", "grp", "run"));
+    const saved = committed(await saveStep(manager, 5, { final: true, cadence: true }));
+    expect(saved.dir).toBe(join(root, "proj", "grp", "run", "checkpoints", "iter_000000005"));
+  });
+
+  it("a rank other than 0 needs RUN_TS from rank 0, computes the same targets and commits nothing", async () => {
+    const root = await tempRoot();
+    await expect(openManager(root, sync, { rank: 1 })).rejects.toMatchObject({
+      code: "MANAGER_RUN_TS_REQUIRED",
+    });
+    const zero = await openManager(root, { ...sync, checkpoint_format: "dcp", save_every: 1 });
+    const one = await openManager(
+      root,
+      { ...sync, checkpoint_format: "dcp", save_every: 1 },
+      { rank: 1, runTs: zero.manager.runTs },
+    );
+    const plan = zero.manager.planSave(1, { cadence: true })!;
+    const s0 = await zero.manager.beginSave(1, plan);
+    const s1 = await one.manager.beginSave(1, plan);
+    expect(s1.targets).toEqual(s0.targets);
+    await writeTargets(s0.targets);
+    expect(await one.manager.commitSave(s1)).toEqual({ status: "not_rank_zero" });
+    expect((await zero.manager.commitSave(s0)).status).toBe("committed");
+  });
+});
+
+describe("saving a full checkpoint (local primary)", () => {
+  it("hands out targets, describes the written components and moves latest_checkpoint.txt last", async () => {
+    const root = await tempRoot();
+    const { manager, events } = await openManager(root, { ...sync, save_every: 10 });
+    const plan = manager.planSave(10, { cadence: true })!;
+    const session = await manager.beginSave(10, plan);
+    expect(session.targets.model).toBe(join(manager.attemptDir, "checkpoints", "iter_000000010", "model.pt"));
+    await writeTargets(session.targets, { only: ["model", "optim", "trainer", "data"] });
+    const outcome = await manager.commitSave(session);
+    expect(outcome.status).toBe("committed");
+    const report = (outcome as { report: CommitReport }).report;
+    expect(report).toMatchObject({
+      kind: "full",
+      iteration: 10,
+      pointerAdvanced: true,
+      validation: "none",
+      upload: { status: "disabled" },
+    });
+    const description = await readFile(join(session.dir, CHECKPOINT_DESCRIPTION_FILE));
+    expect(report.manifestSha256).toBe(sha256(description));
+    const parsed = JSON.parse(description.toString()) as {
+      physical_components: Array<{ name: string; size: number }>;
+    };
+    expect(parsed.physical_components.map((c) => c.name)).toEqual(["model", "optim", "trainer", "data"]);
+    expect(await latestOf(manager.attemptDir)).toBe(10);
+    expect(events.map((e) => e.type)).toContain("pointer");
+  });
+
+  it("refuses a commit whose component is missing and leaves the pointer where it was", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    await saveStep(manager, 1, { cadence: true });
+    const plan = manager.planSave(2, { cadence: true })!;
+    const session = await manager.beginSave(2, plan);
+    await writeTargets(session.targets, { only: ["model", "trainer"] });
+    await expect(manager.commitSave(session)).rejects.toMatchObject({ code: "MANAGER_COMPONENT_MISSING" });
+    expect(await latestOf(manager.attemptDir)).toBe(1);
+  });
+
+  it("an interrupted save's leftover beyond the pointer is cleared before the step is saved again", async () => {
+    const root = await tempRoot();
+    const { manager, events } = await openManager(root, { ...sync, save_every: 1 });
+    await saveStep(manager, 1, { cadence: true });
+    const leftover = join(manager.attemptDir, "checkpoints", "iter_000000002");
+    await mkdir(leftover, { recursive: true });
+    await writeFile(join(leftover, "old.pt"), "from the interrupted save");
+    const saved = committed(await saveStep(manager, 2, { cadence: true }));
+    expect(await exists(join(leftover, "old.pt"))).toBe(false);
+    expect(saved.pointerAdvanced).toBe(true);
+    expect(events).toContainEqual({ type: "leftover_cleared", path: leftover });
+  });
+
+  it("never rewrites a committed full checkpoint", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    const first = await saveStep(manager, 3, { cadence: true });
+    await expect(manager.beginSave(3, first!.plan)).rejects.toMatchObject({
+      code: "MANAGER_CHECKPOINT_EXISTS",
+    });
+  });
+
+  it("dcp format: model/ and optim/ directories are described file by file", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1, checkpoint_format: "dcp" });
+    const saved = committed(await saveStep(manager, 1, { cadence: true }));
+    const description = JSON.parse(await readFile(join(saved.dir, CHECKPOINT_DESCRIPTION_FILE), "utf8")) as {
+      format: string;
+      physical_components: Array<{ name: string; kind: string; files?: Array<{ path: string }> }>;
+    };
+    expect(description.format).toBe("dcp");
+    expect(description.physical_components[0]).toMatchObject({ name: "model", kind: "dir" });
+    expect(description.physical_components[0]!.files!.map((f) => f.path)).toEqual([
+      ".metadata",
+      "__0_0.distcp",
+    ]);
+  });
+
+  it("a session is committed once", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    const done = await saveStep(manager, 1, { cadence: true });
+    await expect(manager.commitSave(done!.session)).rejects.toMatchObject({
+      code: "MANAGER_SESSION_INVALID",
+    });
+  });
+});
+
+describe("partial plans: checkpoint_artifacts/iter_* (native manifest last, never latest, never re-committed)", () => {
+  it("commits a model-only artifact without touching latest_checkpoint.txt", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      checkpoint_components: ["model"],
+    });
+    const saved = committed(await saveStep(manager, 10, { cadence: true }));
+    expect(saved).toMatchObject({ kind: "artifact", pointerAdvanced: false });
+    expect(saved.dir).toBe(join(manager.attemptDir, "checkpoint_artifacts", "iter_000000010"));
+    const manifest = parseArtifactManifest(
+      await readFile(join(saved.dir, ".posttrain-checkpoint-artifact.json")),
+    );
+    expect(manifest.logical_components).toEqual(["model"]);
+    expect(manifest.physical_components.map((c) => c.name)).toEqual(["model"]);
+    expect(await exists(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"))).toBe(false);
+  });
+
+  it("a payload of a component outside the plan is left out of the manifest", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      checkpoint_components: ["model"],
+    });
+    const plan = manager.planSave(10, { cadence: true })!;
+    const session = await manager.beginSave(10, plan);
+    await writeTargets(session.targets);
+    await writeFile(join(session.dir, "optim.pt"), "not planned");
+    await manager.commitSave(session);
+    const manifest = parseArtifactManifest(
+      await readFile(join(session.dir, ".posttrain-checkpoint-artifact.json")),
+    );
+    expect(manifest.physical_components.map((c) => c.name)).toEqual(["model"]);
+  });
+
+  it("the step is covered afterwards, and saving into the committed artifact is refused", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      checkpoint_components: ["model"],
+    });
+    const first = await saveStep(manager, 10, { cadence: true });
+    expect(manager.planSave(10, { final: true })).toBeUndefined();
+    await expect(manager.beginSave(10, first!.plan)).rejects.toMatchObject({
+      code: "MANAGER_ARTIFACT_COMMITTED",
+    });
+    const reopened = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      checkpoint_components: ["model"],
+      resume: "auto",
+    });
+    expect(reopened.manager.planSave(10, { final: true })).toBeUndefined();
+  });
+
+  it("an active partial plan is announced as a warning when the manager opens", async () => {
+    const root = await tempRoot();
+    const { events } = await openManager(root, { ...sync, save_every: 10, checkpoint_components: ["model"] });
+    expect(events.filter((e) => e.type === "warning")).toHaveLength(1);
+  });
+});
+
+describe("resume resolution (local)", () => {
+  it("auto: fresh when the attempt has no checkpoint", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, sync);
+    expect(await manager.resolveResume()).toEqual({
+      kind: "fresh",
+      attemptDir: manager.attemptDir,
+      reason: `no latest checkpoint in ${manager.attemptDir}: a fresh start`,
+    });
+  });
+
+  it("auto: the latest complete checkpoint, with its component paths and manifest digest", async () => {
+    const root = await tempRoot();
+    const first = await openManager(root, { ...sync, save_every: 5 });
+    await saveStep(first.manager, 5, { cadence: true });
+    const saved = committed(await saveStep(first.manager, 10, { cadence: true }));
+    await first.manager.finalize();
+    const { manager } = await openManager(root, sync);
+    const decision = await manager.resolveResume();
+    expect(decision).toMatchObject({
+      kind: "checkpoint",
+      source: "auto",
+      iteration: 10,
+      format: "consolidated",
+      manifestSha256: saved.manifestSha256,
+      components: {
+        model: join(saved.dir, "model.pt"),
+        optim: join(saved.dir, "optim.pt"),
+        trainer: join(saved.dir, "trainer.pt"),
+      },
+    });
+    // The resumed step already has its checkpoint: a final save there is not written twice.
+    expect(manager.planSave(10, { final: true })).toBeUndefined();
+  });
+
+  it("auto: a pointer naming a checkpoint whose file was truncated is refused as incomplete", async () => {
+    const root = await tempRoot();
+    const first = await openManager(root, { ...sync, save_every: 5 });
+    const saved = committed(await saveStep(first.manager, 5, { cadence: true }));
+    await writeFile(join(saved.dir, "model.pt"), "short");
+    const { manager } = await openManager(root, sync);
+    await expect(manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_INCOMPLETE" });
+  });
+
+  it("auto: a damaged pointer never selects a resume", async () => {
+    const root = await tempRoot();
+    const first = await openManager(root, { ...sync, save_every: 5 });
+    await saveStep(first.manager, 5, { cadence: true });
+    await writeFile(
+      join(first.manager.attemptDir, "checkpoints", "latest_checkpoint.txt"),
+      "iter_5\niter_6\n",
+    );
+    const { manager } = await openManager(root, sync);
+    await expect(manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_POINTER_INVALID" });
+  });
+
+  it("no cold restart over an artifact: a model-only attempt is refused, naming the attempt and the remedies", async () => {
+    const root = await tempRoot();
+    const raw = { ...sync, save_every: 10, checkpoint_components: ["model"] };
+    const first = await openManager(root, raw);
+    await saveStep(first.manager, 10, { cadence: true });
+    const { manager } = await openManager(root, raw);
+    const error = (await manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+    expect(error).toMatchObject({ code: "MANAGER_COLD_RESTART_OVER_ARTIFACT", kind: "refused" });
+    expect(error.message).toContain(manager.attemptDir);
+    expect(error.message).toContain("resume=off");
+    expect(error.message).toContain("init_from");
+  });
+
+  it("an interrupted artifact without its manifest does not block a fresh start", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, sync);
+    await mkdir(join(manager.attemptDir, "checkpoint_artifacts", "iter_000000010"), { recursive: true });
+    await writeFile(
+      join(manager.attemptDir, "checkpoint_artifacts", "iter_000000010", "model.pt"),
+      "partial",
+    );
+    expect(await manager.resolveResume()).toMatchObject({ kind: "fresh" });
+  });
+
+  it("a full checkpoint behind the newest committed artifact is refused; at or beyond it resumes", async () => {
+    const root = await tempRoot();
+    const raw = {
+      ...sync,
+      save_every: 10,
+      checkpoint_components: ["model"],
+      validation: { save_checkpoint: true },
+    };
+    const first = await openManager(root, raw);
+    // A full validation checkpoint at 5, then a model-only cadence artifact at 10.
+    const pending = await saveStep(first.manager, 5, { validation: true });
+    expect(pending?.plan.kind).toBe("full");
+    await saveStep(first.manager, 10, { cadence: true });
+    const behind = await openManager(root, raw);
+    await expect(behind.manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_BEHIND_ARTIFACT",
+    });
+    await saveStep(behind.manager, 10, { validation: true }); // a full checkpoint at the artifact's iteration
+    const { manager } = await openManager(root, raw);
+    expect(await manager.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 10 });
+  });
+
+  it("explicit: must exist (never silently trains from scratch)", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, resume: join(root, "nope", "iter_000000001") });
+    await expect(manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_NOT_FOUND",
+      knob: "resume",
+    });
+  });
+
+  it("explicit: an iter dir of another attempt resumes, pinned by its description's SHA-256", async () => {
+    const root = await tempRoot();
+    const clock = steppingClock(60_000);
+    const source = await openManager(root, { ...sync, save_every: 5 }, { clock });
+    const saved = committed(await saveStep(source.manager, 5, { cadence: true }));
+    const pinned = await openManager(
+      root,
+      { ...sync, resume: saved.dir, resume_sha256: saved.manifestSha256 },
+      { clock },
+    );
+    expect(await pinned.manager.resolveResume()).toMatchObject({
+      kind: "checkpoint",
+      source: "explicit",
+      iteration: 5,
+    });
+    const wrong = await openManager(
+      root,
+      { ...sync, resume: saved.dir, resume_sha256: "0".repeat(64) },
+      { clock },
+    );
+    await expect(wrong.manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_PIN_MISMATCH",
+      knob: "resume_sha256",
+    });
+  });
+
+  it("explicit: a pin on a legacy directory without a manifest is refused", async () => {
+    const root = await tempRoot();
+    const legacy = join(root, "old", "iter_000000007");
+    await writeTargets({
+      model: join(legacy, "model.pt"),
+      optim: join(legacy, "optim.pt"),
+      trainer: join(legacy, "trainer.pt"),
+    });
+    const ok = await openManager(root, { ...sync, resume: legacy });
+    expect(await ok.manager.resolveResume()).toMatchObject({
+      kind: "checkpoint",
+      iteration: 7,
+      format: "consolidated",
+    });
+    const pinned = await openManager(root, { ...sync, resume: legacy, resume_sha256: "a".repeat(64) });
+    await expect(pinned.manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_PIN_UNAVAILABLE",
+    });
+  });
+
+  it("explicit: a legacy directory whose optimizer state was pruned cannot be resumed", async () => {
+    const root = await tempRoot();
+    const legacy = join(root, "old", "iter_000000007");
+    await writeTargets({ model: join(legacy, "model.pt"), trainer: join(legacy, "trainer.pt") });
+    const { manager } = await openManager(root, { ...sync, resume: legacy });
+    const error = (await manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+    expect(error.code).toBe("MANAGER_RESUME_INCOMPLETE");
+    expect(error.message).toContain("optimizer state");
+  });
+
+  it("explicit: a legacy single file is placed by its iter_* segment; pinned by the file's own digest", async () => {
+    const root = await tempRoot();
+    const file = join(root, "old", "iter_000000020", "state.pt");
+    await mkdir(join(root, "old", "iter_000000020"), { recursive: true });
+    await writeFile(file, "legacy state bytes");
+    const { manager } = await openManager(root, {
+      ...sync,
+      resume: file,
+      resume_sha256: sha256(Buffer.from("legacy state bytes")),
+    });
+    expect(await manager.resolveResume()).toMatchObject({
+      kind: "checkpoint",
+      iteration: 20,
+      format: "legacy_file",
+      legacyFile: file,
+    });
+  });
+
+  it("explicit: behind the newest artifact, or with no derivable iteration, is refused", async () => {
+    const root = await tempRoot();
+    const raw = { ...sync, save_every: 10, checkpoint_components: ["model"] };
+    const first = await openManager(root, raw);
+    await saveStep(first.manager, 10, { cadence: true });
+    const legacy = join(root, "elsewhere", "iter_000000005");
+    await writeTargets({
+      model: join(legacy, "model.pt"),
+      optim: join(legacy, "optim.pt"),
+      trainer: join(legacy, "trainer.pt"),
+    });
+    const behind = await openManager(root, { ...raw, resume: legacy });
+    await expect(behind.manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_BEHIND_ARTIFACT",
+    });
+    const unplaced = join(root, "elsewhere", "state.pt");
+    await writeFile(unplaced, "not a torch file");
+    const unknown = await openManager(root, { ...raw, resume: unplaced });
+    await expect(unknown.manager.resolveResume()).rejects.toMatchObject({
+      code: "MANAGER_RESUME_ITERATION_UNKNOWN",
+    });
+  });
+});
+
+describe("save_async: one in-flight write per role; the pointer moves only after a complete write", () => {
+  it("returns once scheduled, commits after the trainer's write, and the next save joins it", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { save_async: true, save_every: 1 });
+    const plan = manager.planSave(1, { cadence: true })!;
+    const session = await manager.beginSave(1, plan);
+    let finishWrite!: () => void;
+    const written = new Promise<void>((resolve) => {
+      finishWrite = resolve;
+    });
+    const outcome = await manager.commitSave(session, { written });
+    expect(outcome.status).toBe("scheduled");
+    // The trainer is still writing: nothing is committed yet.
+    await writeTargets(session.targets, { only: ["model"] });
+    expect(await exists(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"))).toBe(false);
+    const next = manager.beginSave(2, manager.planSave(2, { cadence: true })!);
+    let joined = false;
+    void next.then(() => {
+      joined = true;
+    });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(joined).toBe(false);
+    await writeTargets(session.targets, { only: ["optim", "trainer"] });
+    finishWrite();
+    const report = await (outcome as { completion: Promise<CommitReport> }).completion;
+    expect(report.pointerAdvanced).toBe(true);
+    await next;
+    expect(await latestOf(manager.attemptDir)).toBe(1);
+  });
+
+  it("a failed background write leaves the last complete checkpoint as the resume source and surfaces at the next join", async () => {
+    const root = await tempRoot();
+    const { manager, events } = await openManager(root, { save_async: true, save_every: 1 });
+    const first = await saveStep(manager, 1, { cadence: true });
+    await (first!.outcome as { completion: Promise<CommitReport> }).completion;
+    const session = await manager.beginSave(2, manager.planSave(2, { cadence: true })!);
+    await writeTargets(session.targets, { only: ["model"] });
+    const outcome = await manager.commitSave(session, { written: Promise.reject(new Error("disk full")) });
+    await expect((outcome as { completion: Promise<CommitReport> }).completion).rejects.toThrow("disk full");
+    expect(await latestOf(manager.attemptDir)).toBe(1);
+    await expect(manager.beginSave(3, manager.planSave(3, { cadence: true })!)).rejects.toMatchObject({
+      code: "MANAGER_ASYNC_SAVE_FAILED",
+    });
+    expect(events.some((e) => e.type === "async_failed")).toBe(true);
+  });
+
+  it("finalize joins every in-flight commit", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { save_async: true, save_every: 1 });
+    const session = await manager.beginSave(1, manager.planSave(1, { cadence: true })!);
+    const written = new Promise<void>((resolve) => setTimeout(resolve, 100)).then(() =>
+      writeTargets(session.targets),
+    );
+    await manager.commitSave(session, { written });
+    await manager.finalize();
+    expect(await latestOf(manager.attemptDir)).toBe(1);
+    await expect(manager.beginSave(2, manager.planSave(2, { cadence: true })!)).rejects.toMatchObject({
+      code: "MANAGER_FINALIZED",
+    });
+  });
+
+  it("dcp bulk writes stay synchronous: a background `written` is refused", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      save_async: true,
+      save_every: 1,
+      checkpoint_format: "dcp",
+    });
+    const session = await manager.beginSave(1, manager.planSave(1, { cadence: true })!);
+    await expect(manager.commitSave(session, { written: Promise.resolve() })).rejects.toMatchObject({
+      code: "MANAGER_ASYNC_DCP_BULK",
+    });
+  });
+});
+
+describe("retention after each save (in the save's write job)", () => {
+  it("keep_model_last=2 keeps the newest two iteration directories; keep_optim_last=1 the newest optimizer state", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 1,
+      keep_model_last: 2,
+      keep_optim_last: 1,
+    });
+    for (let step = 1; step <= 4; step++) await saveStep(manager, step, { cadence: true });
+    const dirs = (await readdir(join(manager.attemptDir, "checkpoints")))
+      .filter((n) => n.startsWith("iter_"))
+      .sort();
+    expect(dirs).toEqual(["iter_000000003", "iter_000000004"]);
+    expect(await exists(join(manager.attemptDir, "checkpoints", "iter_000000003", "optim.pt"))).toBe(false);
+    expect(await exists(join(manager.attemptDir, "checkpoints", "iter_000000003", "model.pt"))).toBe(true);
+    expect(await exists(join(manager.attemptDir, "checkpoints", "iter_000000004", "optim.pt"))).toBe(true);
+  });
+
+  it("the default keep_optim_last (null → 1) prunes optimizer state of older local checkpoints", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    for (let step = 1; step <= 3; step++) await saveStep(manager, step, { cadence: true });
+    const optim = await Promise.all(
+      [1, 2, 3].map((s) => exists(join(manager.attemptDir, "checkpoints", `iter_00000000${s}`, "optim.pt"))),
+    );
+    expect(optim).toEqual([false, false, true]);
+  });
+
+  it("artifacts are never counted or pruned by retention", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 1,
+      keep_model_last: 1,
+      validation: { save_checkpoint: true, checkpoint_components: ["model"] },
+    });
+    await saveStep(manager, 1, { validation: true });
+    for (let step = 2; step <= 3; step++) await saveStep(manager, step, { cadence: true });
+    expect(await exists(join(manager.attemptDir, "checkpoint_artifacts", "iter_000000001", "model.pt"))).toBe(
+      true,
+    );
+  });
+
+  it("upload-gated: with upload enabled, nothing unarchived is pruned", async () => {
+    const root = await tempRoot();
+    const unreachable = join(root, "no-such-dir-is-a-file");
+    await writeFile(unreachable, "a file where the archive root should be");
+    const { manager, events } = await openManager(root, {
+      ...sync,
+      save_every: 1,
+      keep_model_last: 1,
+      upload: { enabled: true, bucket: `file://${unreachable}` },
+    });
+    for (let step = 1; step <= 3; step++) {
+      const saved = committed(await saveStep(manager, step, { cadence: true }));
+      expect(saved.upload.status).toBe("failed");
+    }
+    const dirs = (await readdir(join(manager.attemptDir, "checkpoints"))).filter((n) =>
+      n.startsWith("iter_"),
+    );
+    expect(dirs).toHaveLength(3);
+    expect(events.filter((e) => e.type === "upload_failed")).toHaveLength(3);
+  });
+});
+
+describe("archive upload (local primary + upload, file:// store)", () => {
+  it("each completed full checkpoint is uploaded with a .uploaded receipt, then retention may prune it", async () => {
+    const root = await tempRoot();
+    const archive = join(root, "archive");
+    await mkdir(archive);
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 1,
+      keep_model_last: 1,
+      upload: { enabled: true, bucket: `file://${archive}` },
+    });
+    const first = committed(await saveStep(manager, 1, { cadence: true }));
+    expect(first.upload).toMatchObject({ status: "uploaded" });
+    const prefix = join(archive, "proj", "grp", "run", manager.runTs, "checkpoints", "iter_000000001");
+    expect(await readFile(join(prefix, "model.pt"))).toEqual(await readFile(join(first.dir, "model.pt")));
+    const second = committed(await saveStep(manager, 2, { cadence: true }));
+    expect(second.retention?.removed).toEqual(["iter_000000001"]);
+    const receipt = JSON.parse(await readFile(join(second.dir, ".uploaded"), "utf8")) as {
+      kind: string;
+      files: Array<{ path: string; sha256?: string }>;
+    };
+    expect(receipt.kind).toBe("full_checkpoint");
+    // Bulk is not hashed on the training path; the small files are.
+    expect(receipt.files.find((f) => f.path === "model.pt")?.sha256).toBeUndefined();
+    expect(receipt.files.find((f) => f.path === "trainer.pt")?.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("a partial artifact is published through the same operation as `ckpt artifact publish`", async () => {
+    const root = await tempRoot();
+    const archive = join(root, "archive");
+    await mkdir(archive);
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 1,
+      checkpoint_components: ["model"],
+      upload: { enabled: true, bucket: `file://${archive}` },
+    });
+    const saved = committed(await saveStep(manager, 1, { cadence: true }));
+    expect(saved.upload.status).toBe("uploaded");
+    const remote = join(
+      archive,
+      "proj",
+      "grp",
+      "run",
+      manager.runTs,
+      "checkpoint_artifacts",
+      "iter_000000001",
+    );
+    const names = (await readdir(remote)).filter((n) => n !== ".ckpt-meta"); // the file store's metadata sidecar
+    expect(names.sort()).toEqual([
+      ".posttrain-archive.json",
+      ".posttrain-checkpoint-artifact.json",
+      "model.pt",
+    ]);
+    const receipt = JSON.parse(await readFile(join(saved.dir, ".uploaded"), "utf8")) as { kind: string };
+    expect(receipt.kind).toBe("artifact");
+  });
+});
+
+describe("validation transaction (evaluation-pending → publication-pending → published)", () => {
+  it("a full validation save advances resume but is not archived or retained until published", async () => {
+    const root = await tempRoot();
+    const archive = join(root, "archive");
+    await mkdir(archive);
+    const raw = {
+      ...sync,
+      save_every: 10,
+      keep_model_last: 1,
+      validation: { save_checkpoint: true },
+      upload: { enabled: true, bucket: `file://${archive}` },
+    };
+    const { manager, events } = await openManager(root, raw);
+    await saveStep(manager, 3, { cadence: false, final: false, validation: false, emergency: true });
+    const saved = committed(await saveStep(manager, 5, { validation: true }));
+    expect(saved).toMatchObject({
+      validation: "evaluation_pending",
+      pointerAdvanced: true,
+      upload: { status: "deferred" },
+    });
+    expect(saved.retention).toBeUndefined();
+    expect(await latestOf(manager.attemptDir)).toBe(5);
+    expect(JSON.parse(await readFile(join(saved.dir, VALIDATION_STATE_FILE), "utf8")).state).toBe(
+      "evaluation_pending",
+    );
+    // A resume now re-runs validation.
+    const resumed = await openManager(root, raw);
+    expect(await resumed.manager.resolveResume()).toMatchObject({
+      iteration: 5,
+      validation: "evaluation_pending",
+    });
+    await resumed.manager.finalize();
+    const published = await manager.completeValidation(5);
+    expect(published).toMatchObject({ state: "published", upload: { status: "uploaded" } });
+    expect(published.retention?.removed).toEqual(["iter_000000003"]);
+    expect(events.filter((e) => e.type === "validation").map((e) => (e as { state: string }).state)).toEqual([
+      "evaluation_pending",
+      "publication_pending",
+      "published",
+    ]);
+    const after = await openManager(root, raw);
+    const decision = await after.manager.resolveResume();
+    expect(decision).toMatchObject({ iteration: 5 });
+    expect("validation" in decision).toBe(false);
+  });
+
+  it("a failed strict publication stays publication-pending; a resume retries only the publication", async () => {
+    const root = await tempRoot();
+    const blocked = join(root, "blocked");
+    await writeFile(blocked, "a file where the archive root should be");
+    const { manager } = await openManager(root, {
+      ...sync,
+      validation: { save_checkpoint: true },
+      upload: { enabled: true, bucket: `file://${blocked}` },
+    });
+    await saveStep(manager, 5, { validation: true });
+    await expect(manager.completeValidation(5)).rejects.toMatchObject({ code: "MANAGER_PUBLICATION_FAILED" });
+    await manager.finalize();
+    const archive = join(root, "archive");
+    await mkdir(archive);
+    const { manager: resumed } = await openManager(root, {
+      ...sync,
+      validation: { save_checkpoint: true },
+      upload: { enabled: true, bucket: `file://${archive}` },
+    });
+    expect(await resumed.resolveResume()).toMatchObject({ iteration: 5, validation: "publication_pending" });
+    expect(await resumed.completeValidation(5)).toMatchObject({
+      state: "published",
+      upload: { status: "uploaded" },
+    });
+  });
+
+  it("completing validation of a checkpoint without a transaction is refused", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    await saveStep(manager, 1, { cadence: true });
+    await expect(manager.completeValidation(1)).rejects.toMatchObject({ code: "MANAGER_VALIDATION_STATE" });
+  });
+});
+
+describe("multi-role boundary (policy/ and critic/ with _SUCCESS)", () => {
+  const raw = { ...sync, save_every: 1, roles: ["policy", "critic"] };
+
+  it("writes each role's sub-checkpoint, then _SUCCESS with each role's optimizer counter and loop_state, then latest", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, raw);
+    const session = await manager.beginSave(12, manager.planSave(12, { cadence: true })!);
+    expect(session.roles?.policy?.model).toBe(join(session.dir, "policy", "model.pt"));
+    for (const role of ["policy", "critic"]) await writeTargets(session.roles![role]!);
+    await expect(
+      manager.commitSave(session, { roles: { policy: { optimizerStep: 7 } } }),
+    ).rejects.toMatchObject({
+      code: "MANAGER_ROLES_MISMATCH",
+    });
+    const session2 = await manager.beginSave(12, manager.planSave(12, { cadence: true })!);
+    for (const role of ["policy", "critic"]) await writeTargets(session2.roles![role]!);
+    const outcome = await manager.commitSave(session2, {
+      roles: { policy: { optimizerStep: 7 }, critic: { optimizerStep: 12 } },
+      loopState: { critic_warmup_iterations: 5 },
+    });
+    expect(outcome.status).toBe("committed");
+    const marker = JSON.parse(await readFile(join(session2.dir, "_SUCCESS"), "utf8"));
+    expect(marker).toMatchObject({
+      iteration: 12,
+      roles: { policy: { optimizer_step: 7 }, critic: { optimizer_step: 12 } },
+      loop_state: { critic_warmup_iterations: 5 },
+    });
+    const { manager: resumed } = await openManager(root, raw);
+    const decision = await resumed.resolveResume();
+    expect(decision).toMatchObject({
+      kind: "checkpoint",
+      iteration: 12,
+      roles: { policy: { optimizerStep: 7 }, critic: { optimizerStep: 12 } },
+      loopState: { critic_warmup_iterations: 5 },
+    });
+    if (decision.kind !== "checkpoint") throw new Error("unreachable");
+    expect(decision.roles?.critic?.components.optim).toBe(join(session2.dir, "critic", "optim.pt"));
+    expect(decision.manifestSha256).toBe(sha256(await readFile(join(session2.dir, "_SUCCESS"))));
+  });
+
+  it("resume sees the boundary only when complete: a role missing its optimizer fails the commit, no _SUCCESS, no pointer", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, raw);
+    const session = await manager.beginSave(1, manager.planSave(1, { cadence: true })!);
+    await writeTargets(session.roles!.policy!);
+    await writeTargets(session.roles!.critic!, { only: ["model", "trainer"] });
+    await expect(
+      manager.commitSave(session, { roles: { policy: { optimizerStep: 1 }, critic: { optimizerStep: 1 } } }),
+    ).rejects.toMatchObject({ code: "MANAGER_COMPONENT_MISSING" });
+    expect(await exists(join(session.dir, "_SUCCESS"))).toBe(false);
+    expect(await exists(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"))).toBe(false);
+  });
+});
+
+describe("termination watch", () => {
+  it("sees the sentinel file touched after start, not one left by a previous window", async () => {
+    const root = await tempRoot();
+    const sentinel = join(root, "SIGUSR1_RECEIVED");
+    await writeFile(sentinel, "");
+    await utimes(sentinel, new Date(1_000_000), new Date(1_000_000));
+    const { manager, events } = await openManager(root, sync, {
+      termination: { signals: false, sentinelPath: sentinel },
+    });
+    expect(manager.stopRequested()).toBeUndefined();
+    await utimes(sentinel, new Date(), new Date());
+    expect(manager.stopRequested()).toEqual({ kind: "sentinel", path: sentinel });
+    expect(events).toContainEqual({ type: "stop_requested", reason: { kind: "sentinel", path: sentinel } });
+  });
+
+  it("defaults to $SLURM_LOG_DIR/SIGUSR1_RECEIVED", async () => {
+    const root = await tempRoot();
+    const previous = process.env.SLURM_LOG_DIR;
+    process.env.SLURM_LOG_DIR = root;
+    try {
+      const { manager } = await openManager(root, sync, { termination: { signals: false } });
+      await writeFile(join(root, "SIGUSR1_RECEIVED"), "");
+      expect(manager.stopRequested()).toEqual({ kind: "sentinel", path: join(root, "SIGUSR1_RECEIVED") });
+    } finally {
+      if (previous === undefined) delete process.env.SLURM_LOG_DIR;
+      else process.env.SLURM_LOG_DIR = previous;
+    }
+  });
+
+  it("SIGUSR1 and SIGTERM only set a flag; finalize removes the handlers", async () => {
+    const root = await tempRoot();
+    const before = process.listenerCount("SIGTERM");
+    const { manager } = await openManager(root, sync, { termination: { signals: true, sentinelPath: null } });
+    expect(process.listenerCount("SIGTERM")).toBe(before + 1);
+    process.kill(process.pid, "SIGTERM");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(manager.stopRequested()).toEqual({ kind: "signal", signal: "SIGTERM" });
+    await manager.finalize();
+    expect(process.listenerCount("SIGTERM")).toBe(before);
+  });
+
+  it("an emergency save at the boundary writes the full plan and the loop exits cleanly", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 100,
+      checkpoint_components: ["model"],
+    });
+    const saved = committed(await saveStep(manager, 37, { emergency: true }));
+    expect(saved).toMatchObject({ kind: "full", pointerAdvanced: true });
+    await manager.finalize();
+    const { manager: requeued } = await openManager(root, {
+      ...sync,
+      save_every: 100,
+      checkpoint_components: ["model"],
+    });
+    expect(await requeued.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 37 });
+  });
+});
+
+describe("housekeeping", () => {
+  it("removes its staging of nothing and leaves foreign files in an artifact directory alone", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1, checkpoint_components: ["model"] });
+    const dir = join(manager.attemptDir, "checkpoint_artifacts", "iter_000000001");
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "notes.txt"), "someone else's");
+    await writeFile(join(dir, "model.pt"), "interrupted");
+    await saveStep(manager, 1, { cadence: true });
+    expect(await readFile(join(dir, "notes.txt"), "utf8")).toBe("someone else's");
+    await rm(dir, { recursive: true });
+  });
+});
