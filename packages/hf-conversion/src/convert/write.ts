@@ -1,0 +1,169 @@
+import { createHash } from "node:crypto";
+import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { FileEntry } from "@ckpt/manifest";
+import { HF_INDEX_FILE, planSafetensors } from "@ckpt/tensors";
+import { HfConversionError, quote } from "../errors.js";
+import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
+import type { OpenedSource } from "../source/open.js";
+import { AssemblyBuffers, type SourceBytes, tensorChunks } from "./assemble.js";
+
+/** Reads source tensor bytes from the opened model.pt; a strided tensor is read whole once. */
+export function sourceBytes(source: OpenedSource): SourceBytes {
+  let strided: { name: string; bytes: Uint8Array } | undefined;
+  return {
+    async read(name, start, length, into) {
+      const entry = source.entry(name);
+      if (entry.contiguous || entry.byteLength === 0)
+        return source.torch.readTensorRange(entry, start, length, into);
+      if (strided?.name !== name) strided = { name, bytes: await source.torch.readTensor(entry) };
+      into.set(strided.bytes.subarray(start, start + length));
+      return into.subarray(0, length);
+    },
+  };
+}
+
+/** Progress of the conversion: bytes of tensor data written so far. */
+export interface ConvertProgress {
+  readonly type: "convert";
+  readonly doneBytes: number;
+  readonly totalBytes: number;
+  readonly file: string;
+}
+
+/** The bytes of one shard: its header, then every tensor's chunks in data order. */
+async function* shardChunks(
+  shard: OutputShard,
+  source: SourceBytes,
+  buffers: AssemblyBuffers,
+): AsyncGenerator<Uint8Array> {
+  const plan = planSafetensors(
+    shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
+    shard.metadata,
+  );
+  yield plan.headerBytes;
+  for (const tensor of shard.tensors) {
+    let written = 0;
+    for await (const chunk of tensorChunks(tensor, source, buffers)) {
+      written += chunk.length;
+      yield chunk;
+    }
+    if (written !== tensor.byteLength) {
+      throw new HfConversionError(
+        "MATERIALIZE_BUILD_FAILED",
+        `convert tensor ${quote(tensor.name)}: produced ${written} bytes, expected ${tensor.byteLength}. This is a bug in the conversion.`,
+        { kind: "failed", key: tensor.name },
+      );
+    }
+  }
+}
+
+/** Bytes between two progress events. */
+const PROGRESS_BYTES = 64 * 1024 * 1024;
+
+async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
+  let done = 0;
+  while (done < bytes.length) {
+    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done);
+    done += bytesWritten;
+  }
+}
+
+/** The index the output gets: the base's metadata with the output's total size, the base's weight_map order. */
+export function indexText(plan: ConversionPlan, baseMetadata: Readonly<Record<string, unknown>>): string {
+  const weightMap: Record<string, string> = {};
+  for (const shard of plan.shards) {
+    for (const t of shard.tensors) {
+      Object.defineProperty(weightMap, t.name, {
+        value: shard.file,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    }
+  }
+  return `${JSON.stringify({ metadata: { ...baseMetadata, total_size: plan.totalBytes }, weight_map: weightMap }, null, 2)}\n`;
+}
+
+/**
+ * Writes one file of the staging directory, yielding the size of each chunk once it is written:
+ * created exclusively, streamed, hashed as written, fsynced. No temporary and rename: the staging
+ * directory as a whole is what appears atomically (the swap), and nothing in it counts before its
+ * marker is written.
+ */
+async function* writeStagedChunks(
+  path: string,
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): AsyncGenerator<number, FileEntry> {
+  await mkdir(dirname(path), { recursive: true });
+  const handle = await open(path, "wx");
+  const hash = createHash("sha256");
+  let size = 0;
+  try {
+    for await (const chunk of chunks) {
+      hash.update(chunk);
+      await writeAll(handle, chunk);
+      size += chunk.length;
+      yield chunk.length;
+    }
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  return { path, size, sha256: hash.digest("hex") };
+}
+
+/** {@link writeStagedChunks} drained: `path` in the result is the path given. */
+export async function writeStagedFile(
+  path: string,
+  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+): Promise<FileEntry> {
+  const writer = writeStagedChunks(path, chunks);
+  for (;;) {
+    const step = await writer.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * Writes every output shard and then the index into the staging directory `dir`, streaming one
+ * tensor chunk at a time, and yields progress. Returns the inventory the marker records.
+ */
+export async function* writeShards(
+  dir: string,
+  plan: ConversionPlan,
+  source: OpenedSource,
+  baseIndexMetadata: Readonly<Record<string, unknown>>,
+): AsyncGenerator<ConvertProgress, FileEntry[]> {
+  const bytes = sourceBytes(source);
+  const buffers = new AssemblyBuffers();
+  const written: FileEntry[] = [];
+  let done = 0;
+  let reported = 0;
+  for (const shard of plan.shards) {
+    const writer = writeStagedChunks(join(dir, ...shard.file.split("/")), shardChunks(shard, bytes, buffers));
+    try {
+      for (;;) {
+        const step = await writer.next();
+        if (step.done) {
+          written.push({ path: shard.file, size: step.value.size, sha256: step.value.sha256 });
+          break;
+        }
+        done += step.value;
+        if (done - reported >= PROGRESS_BYTES) {
+          reported = done;
+          yield { type: "convert", doneBytes: done, totalBytes: plan.totalBytes, file: shard.file };
+        }
+      }
+    } finally {
+      // Closes the shard when the caller stops early; a no-op once the writer has finished.
+      await writer.return(undefined as never);
+    }
+  }
+  const index = await writeStagedFile(join(dir, HF_INDEX_FILE), [
+    new TextEncoder().encode(indexText(plan, baseIndexMetadata)),
+  ]);
+  written.push({ path: HF_INDEX_FILE, size: index.size, sha256: index.sha256 });
+  yield { type: "convert", doneBytes: done, totalBytes: plan.totalBytes, file: HF_INDEX_FILE };
+  return written;
+}

@@ -1,0 +1,120 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+/** Every code @ckpt/hf-conversion raises (documented in docs/hf-conversion.md). */
+export type HfConversionErrorCode =
+  // the request itself
+  | "MATERIALIZE_BAD_OPTION"
+  // the base, read alone before anything is written (preflight)
+  | "MATERIALIZE_BASE_UNREADABLE"
+  | "MATERIALIZE_BASE_INDEX"
+  | "MATERIALIZE_BASE_SHARD"
+  | "MATERIALIZE_BASE_SIDECAR"
+  | "MATERIALIZE_BASE_TEMPLATE"
+  // the source model.pt
+  | "MATERIALIZE_SOURCE_NOT_ARTIFACT"
+  | "MATERIALIZE_SOURCE_UNREADABLE"
+  | "MATERIALIZE_SOURCE_MISMATCH"
+  | "MATERIALIZE_SOURCE_CHANGED"
+  // key accounting and expert layout rules, decided before the staging directory exists
+  | "MATERIALIZE_RULE_INVALID"
+  | "MATERIALIZE_KEY_MISSING"
+  | "MATERIALIZE_KEY_EXTRA"
+  | "MATERIALIZE_SHAPE_MISMATCH"
+  | "MATERIALIZE_DTYPE_MISMATCH"
+  | "MATERIALIZE_TENSOR_COUNT"
+  // what is already at the output, decided under the lock
+  | "MATERIALIZE_OUTPUT_MISMATCH"
+  | "MATERIALIZE_OUTPUT_FOREIGN"
+  | "MATERIALIZE_PREVIOUS_LEFTOVER"
+  | "MATERIALIZE_STAGED_OTHER_REQUEST"
+  | "MATERIALIZE_LOCKED"
+  | "MATERIALIZE_LOCK_LOST"
+  // the staged build
+  | "MATERIALIZE_VERIFY_FAILED"
+  | "MATERIALIZE_BUILD_FAILED"
+  | "MATERIALIZE_ABORTED";
+
+/** A step of a materialize run, named in errors so an operator knows how far it got. */
+export type MaterializeStage =
+  | "preflight"
+  | "lock"
+  | "inspect-output"
+  | "recover"
+  | "source"
+  | "plan"
+  | "fetch"
+  | "convert"
+  | "sidecars"
+  | "verify"
+  | "mark"
+  | "swap"
+  | "cleanup";
+
+/**
+ * The one error class of @ckpt/hf-conversion: a stable `code`, a `kind` saying what the caller can
+ * do, the file (and tensor key) it is about, and the stage of the run it happened in.
+ */
+export class HfConversionError extends Error {
+  override readonly name = "HfConversionError";
+  readonly code: HfConversionErrorCode;
+  readonly kind: ErrorKind;
+  readonly file: string | undefined;
+  readonly key: string | undefined;
+  stage: MaterializeStage | undefined;
+  /** Every problem found when one error reports several (preflight, verification). */
+  readonly problems: readonly string[];
+
+  constructor(
+    code: HfConversionErrorCode,
+    message: string,
+    options: {
+      kind?: ErrorKind;
+      file?: string;
+      key?: string;
+      stage?: MaterializeStage;
+      problems?: readonly string[];
+      cause?: unknown;
+    } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind ?? "refused";
+    this.file = options.file;
+    this.key = options.key;
+    this.stage = options.stage;
+    this.problems = options.problems ?? [message];
+  }
+}
+
+/**
+ * A refusal in the one message family the materializer uses: `REFUSED: <what was found>; <what
+ * the build would have done with it>. <remedy>`.
+ */
+export function refusal(
+  code: HfConversionErrorCode,
+  found: string,
+  consequence: string,
+  remedy: string,
+  options: {
+    file?: string;
+    key?: string;
+    kind?: ErrorKind;
+    problems?: readonly string[];
+    cause?: unknown;
+  } = {},
+): HfConversionError {
+  return new HfConversionError(code, `REFUSED: ${found}; ${consequence}. ${remedy}`, {
+    kind: options.kind ?? "refused",
+    ...options,
+  });
+}
+
+/** Quotes an untrusted name for a message: JSON string syntax, cut to a bounded length. */
+export function quote(text: string, limit = 120): string {
+  return JSON.stringify(text.length > limit ? `${text.slice(0, limit)}…` : text);
+}
+
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

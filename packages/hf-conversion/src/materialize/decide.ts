@@ -1,0 +1,186 @@
+import type { BaseIdentity, MaterializedMarker, MaterializeOptions, SourceFile } from "@ckpt/manifest";
+import type { HfConversionErrorCode } from "../errors.js";
+
+/** What a request is: the same identity means the same output bytes. */
+export interface RequestIdentity {
+  readonly conversion_version: string;
+  readonly source: SourceFile;
+  readonly base: BaseIdentity;
+  readonly options: MaterializeOptions;
+}
+
+/** What one of `<out>`, `<out>.tmp`, `<out>.previous` holds, as far as a decision needs to know. */
+export type TreeState =
+  | { readonly kind: "absent" }
+  /** A valid marker over an intact tree. */
+  | { readonly kind: "complete"; readonly marker: MaterializedMarker }
+  /** This tool's (a marker or an overlay record, or nothing at all) but not complete. */
+  | { readonly kind: "incomplete"; readonly reason: string }
+  /** Holds files this tool did not write, or is not a directory. */
+  | { readonly kind: "foreign"; readonly reason: string };
+
+export interface OutputStates {
+  readonly out: TreeState;
+  readonly staged: TreeState;
+  readonly previous: TreeState;
+}
+
+/** Repairs done before the action, in order. */
+export type Recovery =
+  /** `<out>.previous` -> `<out>`: undo the first rename of an interrupted swap. */
+  | "restore-previous"
+  /** Remove an abandoned, incomplete `<out>.tmp` (it holds this tool's record or nothing). */
+  | "discard-staged";
+
+export type MaterializeDecision =
+  /** A complete tree must be compared with the request, whose source digest is not known yet. */
+  | { readonly action: "need-identity" }
+  | {
+      readonly action: "refuse";
+      readonly code: HfConversionErrorCode;
+      readonly found: string;
+      readonly consequence: string;
+      readonly remedy: string;
+      /** Which path the refusal is about. */
+      readonly path: "out" | "staged" | "previous";
+    }
+  | {
+      readonly action: "skip";
+      readonly recover: readonly Recovery[];
+      /** A `<out>.previous` is left beside the complete output (only --force removes it). */
+      readonly previousKept: boolean;
+    }
+  | {
+      /** Verify the complete staged tree and swap it in; `thenBuild` under --force. */
+      readonly action: "publish";
+      readonly recover: readonly Recovery[];
+      readonly thenBuild: boolean;
+      /** `<out>.previous` is the tail of the interrupted swap this publish finishes. */
+      readonly finishesSwap: boolean;
+    }
+  | {
+      readonly action: "build";
+      readonly recover: readonly Recovery[];
+      /** An existing `<out>.tmp` (abandoned, or a complete tree no longer the only one) goes first. */
+      readonly discardStaged: boolean;
+      /** A leftover `<out>.previous` beside `<out>` is removed at the swap (--force). */
+      readonly previousAtSwap: boolean;
+    };
+
+/** The differences between a recorded identity and a request, as phrases; empty when they are the same output. */
+export function identityDifferences(recorded: RequestIdentity, request: RequestIdentity): string[] {
+  const out: string[] = [];
+  if (recorded.conversion_version !== request.conversion_version) {
+    out.push(`conversion ${recorded.conversion_version} (this tool writes ${request.conversion_version})`);
+  }
+  if (recorded.source.sha256 !== request.source.sha256 || recorded.source.size !== request.source.size) {
+    out.push(
+      `source ${recorded.source.source} (${recorded.source.size} bytes, sha256 ${recorded.source.sha256.slice(0, 12)}…), not ${request.source.source} (${request.source.size} bytes, sha256 ${request.source.sha256.slice(0, 12)}…)`,
+    );
+  }
+  if (recorded.base.fingerprint !== request.base.fingerprint) {
+    out.push(
+      `base ${recorded.base.source} (fingerprint ${recorded.base.fingerprint.slice(0, 12)}…), not ${request.base.source} (${request.base.fingerprint.slice(0, 12)}…)`,
+    );
+  }
+  if (recorded.options.unified_chat_template !== request.options.unified_chat_template) {
+    out.push(
+      `unified_chat_template ${recorded.options.unified_chat_template}, not ${request.options.unified_chat_template}`,
+    );
+  }
+  return out;
+}
+
+const present = (s: TreeState) => s.kind !== "absent";
+const NAMES = { out: "<out>", staged: "<out>.tmp", previous: "<out>.previous" } as const;
+
+/**
+ * Decides what a request does with what is at `<out>`, `<out>.tmp` and `<out>.previous`, taken
+ * under the output's lock. Pure. The rules (docs/hf-conversion.md, "Identity and skip"):
+ * a foreign tree anywhere is refused; the state between the swap's two renames is recovered
+ * (finished when the staged tree is this request's, else `<out>.previous` is renamed back); a
+ * complete `<out>.tmp` that is the only complete tree is never discarded (published when it is
+ * this request's, refused otherwise); an intact output of the same request skips (`--force`
+ * rebuilds); another request's complete output is refused without `--force`; anything else is
+ * built; a leftover `<out>.previous` beside `<out>` is refused before a build without `--force`.
+ */
+export function decideMaterialize(
+  states: OutputStates,
+  identity: RequestIdentity | undefined,
+  force: boolean,
+): MaterializeDecision {
+  for (const path of ["out", "staged", "previous"] as const) {
+    const state = states[path];
+    if (state.kind === "foreign") {
+      return {
+        action: "refuse",
+        code: "MATERIALIZE_OUTPUT_FOREIGN",
+        found: `${NAMES[path]} ${state.reason}`,
+        consequence: "the build would have replaced or removed files ckpt did not write",
+        remedy: "Move them away or choose another --out; ckpt never deletes what it did not create.",
+        path,
+      };
+    }
+  }
+  const trees = [states.out, states.staged, states.previous];
+  if (identity === undefined && trees.some((s) => s.kind === "complete")) return { action: "need-identity" };
+  const same = (s: TreeState) =>
+    s.kind === "complete" && identityDifferences(s.marker, identity!).length === 0;
+  const recover: Recovery[] = [];
+  let out = states.out;
+  let previous = states.previous;
+  const staged = states.staged;
+
+  // Between the swap's two renames: <out> is gone, <out>.previous holds the tree it replaced.
+  if (!present(out) && present(previous)) {
+    if (same(staged) && !force) return { action: "publish", recover, thenBuild: false, finishesSwap: true };
+    recover.push("restore-previous");
+    out = previous;
+    previous = { kind: "absent" };
+  }
+  // The staged tree is the only complete one: never discarded.
+  if (staged.kind === "complete" && out.kind !== "complete") {
+    if (!same(staged)) {
+      return {
+        action: "refuse",
+        code: "MATERIALIZE_STAGED_OTHER_REQUEST",
+        found: `<out>.tmp holds a complete output of another request (${identityDifferences(staged.marker, identity!).join("; ")}) and no complete output is at <out>`,
+        consequence: "the build would have discarded the only complete tree",
+        remedy: "Re-run the request that built it (it publishes it), or move <out>.tmp away.",
+        path: "staged",
+      };
+    }
+    if (present(previous) && !force) return leftover();
+    return { action: "publish", recover, thenBuild: force, finishesSwap: false };
+  }
+  if (out.kind === "complete") {
+    const differences = identityDifferences(out.marker, identity!);
+    if (differences.length === 0 && !force) {
+      if (staged.kind === "incomplete") recover.push("discard-staged");
+      return { action: "skip", recover, previousKept: present(previous) };
+    }
+    if (differences.length > 0 && !force) {
+      return {
+        action: "refuse",
+        code: "MATERIALIZE_OUTPUT_MISMATCH",
+        found: `<out> is a completed output of another request: ${differences.join("; ")}`,
+        consequence: "the build would have replaced it",
+        remedy: "Pass --force to rebuild it, or choose another --out.",
+        path: "out",
+      };
+    }
+  }
+  if (present(previous) && !force) return leftover();
+  return { action: "build", recover, discardStaged: present(staged), previousAtSwap: present(previous) };
+
+  function leftover(): MaterializeDecision {
+    return {
+      action: "refuse",
+      code: "MATERIALIZE_PREVIOUS_LEFTOVER",
+      found: "<out>.previous is left beside <out> by an interrupted swap",
+      consequence: "the build's swap moves <out> to that name",
+      remedy: "Pass --force (the leftover is removed at the swap), or inspect and remove <out>.previous.",
+      path: "previous",
+    };
+  }
+}

@@ -1,0 +1,115 @@
+import { mkdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { checkHfDirectory, HF_DIRECTORY_PROBLEM_CODES, type HfDirectoryProblemCode } from "../src/index.js";
+import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+
+let root: string;
+let fixture: Fixture;
+const SHARD1 = "model-00001-of-00002.safetensors";
+const SHARD2 = "model-00002-of-00002.safetensors";
+const INDEX = "model.safetensors.index.json";
+
+beforeAll(async () => {
+  root = await scratchDir("ckpt-hf-check-");
+  fixture = await makeFixture(join(root, "fx"), "dense", 0, 11);
+}, PYTHON_TIMEOUT);
+
+let copies = 0;
+async function damaged(change: (dir: string) => Promise<void>): Promise<string> {
+  const dir = await copyTree(fixture.base, join(root, `copy-${copies++}`));
+  await change(dir);
+  return dir;
+}
+
+async function codes(dir: string): Promise<HfDirectoryProblemCode[]> {
+  return (await checkHfDirectory(dir)).problems.map((p) => p.code);
+}
+
+describe("checkHfDirectory", () => {
+  it("passes the generator's sharded base and reports its shards", async () => {
+    const report = await checkHfDirectory(fixture.base);
+    expect(report).toMatchObject({ ok: true, layout: "sharded", problems: [] });
+    expect(report.shards.map((s) => s.file)).toEqual([SHARD1, SHARD2]);
+    expect(report.tensorCount).toBe(report.shards.reduce((n, s) => n + s.tensorCount, 0));
+  });
+
+  it("reports a directory with no weights as index_missing", async () => {
+    const dir = join(root, "empty");
+    await mkdir(dir);
+    expect(await checkHfDirectory(dir)).toMatchObject({ ok: false, layout: "none" });
+    expect(await codes(dir)).toEqual(["index_missing"]);
+  });
+
+  it("checks a single model.safetensors when there is no index", async () => {
+    const dir = await damaged(async (d) => {
+      await rm(join(d, INDEX));
+      await rm(join(d, SHARD2));
+      await rename(join(d, SHARD1), join(d, "model.safetensors"));
+    });
+    expect(await checkHfDirectory(dir)).toMatchObject({ ok: true, layout: "single" });
+  });
+
+  it.each<[string, (dir: string) => Promise<void>, HfDirectoryProblemCode[]]>([
+    [
+      "an index with a byte-order mark",
+      async (d) =>
+        writeFile(
+          join(d, INDEX),
+          Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), await readFile(join(d, INDEX))]),
+        ),
+      ["index_invalid"],
+    ],
+    ["an index that is not JSON", (d) => writeFile(join(d, INDEX), "{ nope"), ["index_invalid"]],
+    [
+      "an empty weight_map",
+      (d) => writeFile(join(d, INDEX), '{"metadata": {}, "weight_map": {}}'),
+      ["weight_map_invalid"],
+    ],
+    [
+      "a weight_map naming a shard outside the directory",
+      (d) => writeFile(join(d, INDEX), '{"weight_map": {"a": "../escape.safetensors"}}'),
+      ["weight_map_invalid"],
+    ],
+    ["a missing shard", (d) => rm(join(d, SHARD2)), ["shard_missing"]],
+    [
+      "a shard that is a directory",
+      async (d) => {
+        await rm(join(d, SHARD2));
+        await mkdir(join(d, SHARD2));
+      },
+      ["shard_unreadable"],
+    ],
+    ["a truncated shard", (d) => truncate(join(d, SHARD1), 1000), ["header_invalid"]],
+    [
+      "a shard with trailing bytes (size is not 8 + header + data)",
+      async (d) =>
+        writeFile(join(d, SHARD1), Buffer.concat([await readFile(join(d, SHARD1)), Buffer.from("xx")])),
+      ["header_invalid"],
+    ],
+    [
+      "an index placing a tensor in the wrong shard",
+      async (d) => {
+        const index = JSON.parse(await readFile(join(d, INDEX), "utf8"));
+        const first = Object.keys(index.weight_map).find((k) => index.weight_map[k] === SHARD1)!;
+        index.weight_map[first] = SHARD2;
+        await writeFile(join(d, INDEX), JSON.stringify(index));
+      },
+      ["keys_mismatch", "keys_mismatch"],
+    ],
+  ])("reports %s", async (_label, change, expected) => {
+    const dir = await damaged(change);
+    const report = await checkHfDirectory(dir);
+    expect(report.ok).toBe(false);
+    expect(report.problems.map((p) => p.code)).toEqual(expected);
+    for (const p of report.problems) expect(HF_DIRECTORY_PROBLEM_CODES).toContain(p.code);
+  });
+
+  it("collects every problem instead of stopping at the first", async () => {
+    const dir = await damaged(async (d) => {
+      await rm(join(d, SHARD1));
+      await truncate(join(d, SHARD2), 10);
+    });
+    expect(await codes(dir)).toEqual(["shard_missing", "header_invalid"]);
+  });
+});
