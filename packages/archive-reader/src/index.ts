@@ -60,5 +60,6 @@ export {
   type LocalVerifyReport,
   verifyArtifactDir,
   verifyCheckpointDir,
+  verifyMaterializedDir,
   verifyStagedDir,
 } from "./verify/local.js";

@@ -1,15 +1,16 @@
-import { mkdir, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { mkdir, open, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
   readStagedRecord,
   serializeControlManifest,
+  serializeMaterializedMarker,
   serializeMultiRoleSuccess,
   serializeStagedRecord,
   serializeUploadedMarker,
 } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
-import { writeTorchFile } from "@ckpt/tensors";
+import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -17,6 +18,7 @@ import {
   judgeExpectations,
   verifyArtifactDir,
   verifyCheckpointDir,
+  verifyMaterializedDir,
   verifyStagedDir,
 } from "../src/index.js";
 import { makeArtifact, putArchive, receiptFor, sha, type TestArtifact, text } from "./helpers/archive.js";
@@ -350,5 +352,65 @@ describe("judgeExpectations", () => {
       ["FILE_MISSING", "c"],
     ]);
     expect(judged.problems[0]!.message).toContain("the receipt records other bytes");
+  });
+});
+
+describe("verifyMaterializedDir", () => {
+  async function hfDir(values: number[]): Promise<string> {
+    const dir = await tempDir();
+    const result = await writeShardedSafetensors(
+      dir,
+      [
+        { name: "a", dtype: "F32", shape: [values.length] },
+        { name: "b", dtype: "F32", shape: [values.length] },
+      ],
+      () => new Uint8Array(new Float32Array(values).buffer),
+      { maxShardBytes: values.length * 4 },
+    );
+    const shards = [...result.shards, result.indexFile].map((f) => ({
+      path: basename(f.path),
+      size: f.size,
+      sha256: f.sha256,
+    }));
+    await writeFile(
+      join(dir, ".materialized"),
+      serializeMaterializedMarker({
+        schema: "posttrain.materialized.v1",
+        conversion_version: "materialize_model_pt_to_hf/3",
+        source: { source: "/runs/a/model.pt", size: 1, sha256: "1".repeat(64) },
+        base: { source: "/bases/b", fingerprint: "2".repeat(64) },
+        options: { unified_chat_template: false },
+        shards,
+        tensor_count: 2,
+        tensors_verified: true,
+        chat_template: null,
+      }),
+    );
+    return dir;
+  }
+
+  it("every shard and the index the marker records are checked by size and digest; --finite scans the shards", async () => {
+    const dir = await hfDir([1, 2, 3]);
+    expect(await verifyMaterializedDir(dir)).toMatchObject({ kind: "hf", ok: true, hashedFiles: 3 });
+    const shard = join(dir, "model-00002-of-00002.safetensors");
+    await flipByte(shard, (await stat(shard)).size - 2); // inside the last float
+
+    expect(codes(await verifyMaterializedDir(dir))).toEqual([
+      "DIGEST_MISMATCH model-00002-of-00002.safetensors",
+    ]);
+    const dirty = await hfDir([1, Number.POSITIVE_INFINITY, 3]);
+    const report = await verifyMaterializedDir(dirty, { finite: true });
+    expect(codes(report)).toEqual([
+      "TENSOR_NOT_FINITE model-00001-of-00002.safetensors",
+      "TENSOR_NOT_FINITE model-00002-of-00002.safetensors",
+    ]);
+  });
+
+  it("without a marker there is nothing recorded to compare: a note says so", async () => {
+    const dir = await hfDir([1]);
+    await rm(join(dir, ".materialized"));
+    const report = await verifyMaterializedDir(dir);
+    expect(report).toMatchObject({ ok: true, hashedFiles: 0 });
+    expect(report.notes[0]).toMatch(/no .materialized marker/);
   });
 });

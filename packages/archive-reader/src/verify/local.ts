@@ -8,6 +8,7 @@ import {
   type Destination,
   hashFile,
   hashFiles,
+  MATERIALIZED_MARKER_FILE,
   MERGE_COMPLETE_FILE,
   MULTI_ROLE_SUCCESS_FILE,
   ManifestError,
@@ -15,6 +16,7 @@ import {
   parseIterDir,
   readArtifactManifest,
   readControlManifest,
+  readMaterializedMarker,
   readMergeComplete,
   readMultiRoleSuccess,
   readStagedRecord,
@@ -22,11 +24,11 @@ import {
   STAGED_RECORD_FILE,
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
-import { verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
+import { type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
 import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./local-judge.js";
 
 /** What a local directory was judged as. */
-export type LocalVerifyKind = "artifact" | "stage" | "checkpoint";
+export type LocalVerifyKind = "artifact" | "stage" | "checkpoint" | "hf";
 
 export type LocalVerifyEvent = {
   /** `hash`: SHA-256 of files records describe; `scan`: tensor files read by --finite / --deep. */
@@ -106,8 +108,8 @@ class Inspection {
   readonly expectations: Expectation[] = [];
   readonly problems: LocalProblem[] = [];
   readonly notes: string[] = [];
-  /** `.pt` files to open (structure; plus scans when asked), relative to the root. */
-  readonly tensorFiles: string[] = [];
+  /** Tensor files to open (structure; plus scans when asked), relative to the root. */
+  readonly tensorFiles: Array<{ readonly rel: string; readonly format: TensorFileFormat }> = [];
   /** DCP directories to check, relative to the root. */
   readonly dcpDirs: string[] = [];
   receipt: Map<string, { size: number; sha256?: string }> | undefined;
@@ -220,7 +222,8 @@ async function inspectArtifactComponents(ins: Inspection, manifest: ArtifactMani
   for (const c of manifest.physical_components) {
     const at = await kindAt(join(ins.root, c.path));
     if (c.kind === "file") {
-      if (at.kind === "file" && c.path.endsWith(".pt")) ins.tensorFiles.push(c.path);
+      if (at.kind === "file" && c.path.endsWith(".pt"))
+        ins.tensorFiles.push({ rel: c.path, format: "torch" });
       continue;
     }
     if (at.kind !== "dir") continue; // absent (released or missing) or not a directory: judged by the expectations
@@ -255,7 +258,7 @@ async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void
     }
     if (file.kind === "file") {
       present.set(name, "file");
-      ins.tensorFiles.push(`${prefix}${name}.pt`);
+      ins.tensorFiles.push({ rel: `${prefix}${name}.pt`, format: "torch" });
     } else if (dir.kind === "dir") {
       present.set(name, "dir");
       await inspectComponentDir(ins, `${prefix}${name}`);
@@ -301,7 +304,7 @@ async function inspectComponentDir(ins: Inspection, rel: string): Promise<void> 
       message: `${rel}/ has no DCP .metadata and no .pt shards: the component cannot be loaded`,
     });
   }
-  for (const shard of shards) ins.tensorFiles.push(`${rel}/${shard}`);
+  for (const shard of shards) ins.tensorFiles.push({ rel: `${rel}/${shard}`, format: "torch" });
 }
 
 /** A full checkpoint written directly to an object store and copied here: control manifest, DCP components, control files. */
@@ -404,11 +407,11 @@ async function observe(
 /** Opens every `.pt` component (scans as asked) and checks every DCP directory. */
 async function checkTensors(ins: Inspection): Promise<void> {
   const { finite, crc, onProgress, signal } = ins.options;
-  for (const rel of ins.tensorFiles) {
+  for (const { rel, format } of ins.tensorFiles) {
     let report: Awaited<ReturnType<typeof verifyTensorFile>>;
     try {
       report = await verifyTensorFile(join(ins.root, rel), {
-        format: "torch",
+        format,
         label: rel,
         ...(finite ? { finite } : {}),
         ...(crc ? { crc } : {}),
@@ -578,4 +581,33 @@ export async function verifyCheckpointDir(
   }
   await inspectLocalLayout(ins, "");
   return finish(ins, "checkpoint", dirIteration);
+}
+
+/**
+ * Verifies a Hugging Face directory against its `.materialized` marker: every shard (and the
+ * index) it records must be present with its size and SHA-256; with `finite`, every
+ * `.safetensors` shard is scanned for NaN/±Inf. The index and header structure is not judged here
+ * (@ckpt/hf-conversion's `checkHfDirectory` does that); without a marker only the scan runs.
+ */
+export async function verifyMaterializedDir(
+  dir: string,
+  options: LocalVerifyOptions = {},
+): Promise<LocalVerifyReport> {
+  const ins = new Inspection(dir, options);
+  const marker = await ins.record(MATERIALIZED_MARKER_FILE, readMaterializedMarker);
+  if (marker === undefined) {
+    ins.notes.push(
+      `there is no ${MATERIALIZED_MARKER_FILE} marker: no recorded digests to check the shards against`,
+    );
+  }
+  for (const shard of marker?.shards ?? [])
+    ins.expectations.push({ ...shard, record: MATERIALIZED_MARKER_FILE });
+  if (options.finite) {
+    const shards = marker ? marker.shards.map((s) => s.path) : await listEntries(dir);
+    for (const rel of shards.filter((p) => p.endsWith(".safetensors"))) {
+      if ((await kindAt(join(dir, rel))).kind === "file")
+        ins.tensorFiles.push({ rel, format: "safetensors" });
+    }
+  }
+  return finish(ins, "hf", undefined);
 }
