@@ -1,6 +1,7 @@
 import { artifactGroup } from "./artifact/index.js";
 import { demoCommand } from "./demo.js";
 import { doctorCommand } from "./doctor.js";
+import { evidenceCommand } from "./evidence.js";
 import { inspectCommand } from "./inspect.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
@@ -14,4 +15,5 @@ export const commands: readonly CommandEntry[] = [
   mergeCommand,
   doctorCommand,
   demoCommand,
+  evidenceCommand,
 ];

@@ -1,0 +1,160 @@
+// One read-only bundle of what an attempt directory holds, for an operator or a ticket: the resume
+// decision the manager would take now, the checkpoint the pointer names, every checkpoint as
+// retention sees it, every committed artifact with its archive receipt, and the problems those
+// readers reported. It assembles the answers of the deciders that already exist and judges nothing
+// itself; it writes nothing.
+import { join } from "node:path";
+import { readReceipt } from "@ckpt/archive-reader";
+import {
+  ARTIFACT_MANIFEST_FILE,
+  type ArtifactManifest,
+  type Destination,
+  type UploadedMarker,
+  readArtifactManifest,
+} from "@ckpt/manifest";
+import { type CheckpointInfo, scanCheckpointRoot } from "@ckpt/retention";
+import { type ProbedCheckpoint, decideResume } from "./resume/decide.js";
+import { listCommittedArtifacts, localCheckpointsRoot, readLocalPointer } from "./resume/local.js";
+import type { ResumeDecision } from "./types.js";
+import { entryKind } from "./internal/fs.js";
+
+export const EVIDENCE_SCHEMA = "ckpt.evidence.v1";
+
+/** A problem a reader reported, with the code it gave (or the code of the record it concerns). */
+export interface EvidenceProblem {
+  readonly code: string;
+  /** The file or directory concerned. */
+  readonly subject: string;
+  readonly message: string;
+}
+
+export interface ArtifactEvidence {
+  readonly iteration: number;
+  readonly dir: string;
+  readonly logicalComponents: ArtifactManifest["logical_components"] | null;
+  /** Every payload the manifest lists and whether it is still on local disk. */
+  readonly payloads: ReadonlyArray<{ readonly path: string; readonly size: number; readonly local: boolean }>;
+  /** The archive receipt (`.uploaded`), when there is one. */
+  readonly receipt: {
+    readonly path: string;
+    readonly destination: Destination;
+    readonly files: UploadedMarker["files"];
+  } | null;
+}
+
+export interface EvidenceBundle {
+  readonly schema: typeof EVIDENCE_SCHEMA;
+  readonly attemptDir: string;
+  /** The resume decision's kind, or `refused` with the manager's code. */
+  readonly status: "resumable" | "fresh" | "refused";
+  readonly resume:
+    | ResumeDecision
+    | { readonly kind: "refused"; readonly code: string; readonly message: string };
+  /** What `latest_checkpoint.txt` says. */
+  readonly latest:
+    | { readonly state: "absent" }
+    | { readonly state: "invalid"; readonly path: string; readonly message: string }
+    | { readonly state: "present"; readonly path: string; readonly iteration: number };
+  /** The checkpoint the pointer names, as the resume probe found it (`problems` empty means complete). */
+  readonly newestCheckpoint: ProbedCheckpoint | null;
+  /** Every `checkpoints/iter_*`, as retention scans it (optimizer present, upload state, latest). */
+  readonly checkpoints: readonly CheckpointInfo[];
+  readonly artifacts: readonly ArtifactEvidence[];
+  readonly problems: readonly EvidenceProblem[];
+}
+
+function coded(error: unknown): { code: string; message: string } {
+  const e = error as { code?: unknown; message?: unknown };
+  return {
+    code: typeof e?.code === "string" ? e.code : "INTERNAL",
+    message: typeof e?.message === "string" ? e.message : String(error),
+  };
+}
+
+async function artifactEvidence(
+  artifact: { iteration: number; dir: string },
+  problems: EvidenceProblem[],
+): Promise<ArtifactEvidence> {
+  const manifestPath = join(artifact.dir, ARTIFACT_MANIFEST_FILE);
+  let manifest: ArtifactManifest | undefined;
+  try {
+    manifest = await readArtifactManifest(manifestPath);
+  } catch (error) {
+    problems.push({ ...coded(error), subject: manifestPath });
+  }
+  const payloads: Array<{ path: string; size: number; local: boolean }> = [];
+  for (const component of manifest?.physical_components ?? []) {
+    payloads.push({
+      path: component.path,
+      size: component.kind === "file" ? component.size : component.files.reduce((s, f) => s + f.size, 0),
+      local: (await entryKind(join(artifact.dir, component.path))) !== "absent",
+    });
+  }
+  let receipt: ArtifactEvidence["receipt"] = null;
+  try {
+    const read = await readReceipt(artifact.dir);
+    receipt = { path: read.path, destination: read.marker.destination, files: read.marker.files };
+  } catch (error) {
+    const failure = coded(error);
+    if (failure.code !== "READER_RECEIPT_MISSING") problems.push({ ...failure, subject: artifact.dir });
+  }
+  return {
+    iteration: artifact.iteration,
+    dir: artifact.dir,
+    logicalComponents: manifest?.logical_components ?? null,
+    payloads,
+    receipt,
+  };
+}
+
+/** Collects the evidence bundle of a local run attempt directory (`<...>/<RUN_TS>`). Read-only. */
+export async function collectEvidence(attemptDir: string): Promise<EvidenceBundle> {
+  const problems: EvidenceProblem[] = [];
+  const checkpointsRoot = localCheckpointsRoot(attemptDir);
+  const pointer = await readLocalPointer(checkpointsRoot);
+  const committed = await listCommittedArtifacts(attemptDir);
+  const newestArtifact = committed.at(-1);
+
+  let resume: EvidenceBundle["resume"];
+  try {
+    resume = decideResume({
+      resume: "auto",
+      attemptDir,
+      pin: null,
+      pointer,
+      ...(newestArtifact === undefined ? {} : { newestArtifact }),
+    });
+  } catch (error) {
+    const failure = coded(error);
+    resume = { kind: "refused", ...failure };
+    problems.push({ ...failure, subject: attemptDir });
+  }
+  const newestCheckpoint = pointer.state === "present" ? pointer.checkpoint : null;
+  for (const problem of newestCheckpoint?.problems ?? []) {
+    problems.push({ code: "CHECKPOINT_INCOMPLETE", subject: newestCheckpoint!.iterDir, message: problem });
+  }
+
+  let checkpoints: CheckpointInfo[] = [];
+  try {
+    checkpoints = await scanCheckpointRoot(checkpointsRoot);
+  } catch (error) {
+    problems.push({ ...coded(error), subject: checkpointsRoot });
+  }
+  const artifacts: ArtifactEvidence[] = [];
+  for (const artifact of committed) artifacts.push(await artifactEvidence(artifact, problems));
+
+  return {
+    schema: EVIDENCE_SCHEMA,
+    attemptDir,
+    status: resume.kind === "checkpoint" ? "resumable" : resume.kind,
+    resume,
+    latest:
+      pointer.state === "present"
+        ? { state: "present", path: pointer.path, iteration: pointer.iteration }
+        : pointer,
+    newestCheckpoint,
+    checkpoints,
+    artifacts,
+    problems,
+  };
+}
