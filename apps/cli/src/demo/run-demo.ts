@@ -260,7 +260,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
   // --- resume in this process, as the requeued job would
   let resumed: TrainResult | undefined;
   await run("resume", ["fault"], async () => {
-    const { train } = await import("./train.js");
+    const [{ train }, { ManagerError }] = await Promise.all([
+      import("./train.js"),
+      import("@ckpt/trainer-checkpoint-manager"),
+    ]);
     let decision: ResumeDecision | undefined;
     try {
       resumed = await train({
@@ -277,6 +280,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       if (isNotImplemented(error) || e.code === undefined) throw error;
       const failure = { code: e.code, reason: e.message ?? "" };
       if (decision === undefined) {
+        // Only the manager's own refusals are answers; anything else is a failure of the step.
+        if (!(error instanceof ManagerError)) throw error;
         // The manager refused to pick a resume source: that is its answer to the fault.
         report.resume = { fault: fault!, decision: { kind: "refused", ...failure } };
         return `resume refused (${e.code}): ${e.message}`;
@@ -297,7 +302,11 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     };
     const d = report.resume.decision;
     const from = d.kind === "checkpoint" ? `iteration ${d.iteration}` : d.kind;
-    return `resumed from ${from} (${d.reason}); trained on to ${resumed.finalIteration}`;
+    const removed = resumed.saves.flatMap((s) => s.retention?.removed ?? []);
+    return (
+      `resumed from ${from} (${d.reason}); saved ${resumed.saves.map((s) => s.iteration).join(", ")}` +
+      `; retention removed ${removed.length === 0 ? "nothing" : removed.join(", ")}`
+    );
   });
 
   // --- the artifact: publish, verify, fetch, prune
@@ -489,7 +498,7 @@ async function inventory(
     rows.push(
       await digestRow(
         dir,
-        `expert ${basename(join(expert, "..", "..", "..", ".."))}`,
+        `expert model (${basename(join(expert, "..", "..", "..", ".."))})`,
         expert,
         "committed by the manager",
       ),

@@ -98,7 +98,14 @@ async function readTensors(path: string): Promise<Map<string, Float32Array>> {
     import("@ckpt/manifest"),
     import("@ckpt/tensors"),
   ]);
-  const file = await openTorchFile(await openFileByteSource(path));
+  const source = await openFileByteSource(path);
+  let file: Awaited<ReturnType<typeof openTorchFile>>;
+  try {
+    file = await openTorchFile(source);
+  } catch (error) {
+    await source.close();
+    throw error;
+  }
   try {
     const out = new Map<string, Float32Array>();
     for (const entry of file.tensors) {
