@@ -228,6 +228,26 @@ export class DirectPrimary {
     return { uri: `${this.root.uri}/${iterKey}`, manifestSha256: sha256Hex(found.bytes), confirmed: true };
   }
 
+  /** A manifest is visible: confirm it when it records the components this save wrote, else fail closed. */
+  private async confirmSamePlan(
+    iteration: number,
+    components: readonly DcpComponent[],
+    lease: WriterLease | undefined,
+  ): Promise<DirectCommit> {
+    const existing = await this.committed(iteration);
+    if (existing === undefined || existing.manifest.components.join(",") !== components.join(",")) {
+      const iterUri = `${this.root.uri}/${formatIterDir(iteration)}`;
+      throw new ManagerError(
+        "MANAGER_PLAN_DRIFT",
+        `commit ${iterUri}: its control manifest records components [${existing?.manifest.components.join(", ") ?? "?"}] ` +
+          `but this save wrote [${components.join(", ")}]. The first valid manifest keeps the iteration; this save fails closed ` +
+          "(nothing is rewritten beneath it). Resume from the latest checkpoint and save a later iteration.",
+        { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
+      );
+    }
+    return this.confirm(iteration, lease);
+  }
+
   /**
    * Commits a full checkpoint: DCP components present (model and optim at least), a new control
    * generation with the staged trainer.pt (and data.pt), the validation record when pending, the
@@ -242,8 +262,10 @@ export class DirectPrimary {
     const iterKey = formatIterDir(iteration);
     const iterUri = `${this.root.uri}/${iterKey}`;
     await lease?.check();
-    if ((await this.committed(iteration)) !== undefined) return this.confirm(iteration, lease);
     const components = await presentComponents(this.root, iterKey);
+    // A manifest that became visible after this save began: the first one keeps the iteration.
+    if ((await this.committed(iteration)) !== undefined)
+      return this.confirmSamePlan(iteration, components, lease);
     for (const required of ["model", "optim"] as const) {
       if (!components.includes(required)) {
         throw new ManagerError(
@@ -298,17 +320,7 @@ export class DirectPrimary {
     const bytes = serializeControlManifest(manifest);
     await lease?.check();
     if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST_FILE), bytes)) === "exists") {
-      const existing = await this.committed(iteration);
-      const same = existing !== undefined && existing.manifest.components.join(",") === components.join(",");
-      if (!same) {
-        throw new ManagerError(
-          "MANAGER_PLAN_DRIFT",
-          `commit ${iterUri}: a control manifest with components [${existing?.manifest.components.join(", ") ?? "?"}] appeared ` +
-            `while this save wrote [${components.join(", ")}]. The first manifest keeps the iteration; this save fails closed.`,
-          { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
-        );
-      }
-      return this.confirm(iteration, lease);
+      return this.confirmSamePlan(iteration, components, lease);
     }
     await this.putPointer(iteration);
     await removeOwned(staged);
