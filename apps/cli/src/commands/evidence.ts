@@ -1,4 +1,6 @@
+import { stat } from "node:fs/promises";
 import type { EvidenceBundle } from "@ckpt/trainer-checkpoint-manager";
+import { UsageError } from "../errors.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
@@ -74,7 +76,17 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       .example("ckpt evidence ckpt-demo/runs/demo/mlp/main/*", "the demo's main run, summarised"),
   async run(args) {
     const { collectEvidence } = await import("@ckpt/trainer-checkpoint-manager");
-    const bundle = await collectEvidence(args["attempt-dir"]);
+    const dir = args["attempt-dir"];
+    const kind = await stat(dir).then(
+      (s) => (s.isDirectory() ? "dir" : "other"),
+      () => "absent",
+    );
+    if (kind !== "dir") {
+      throw new UsageError(
+        `${dir} is not a directory; pass a run attempt directory <root>/<project>/<group>/<name>/<RUN_TS>.`,
+      );
+    }
+    const bundle = await collectEvidence(dir);
     // The bundle reports; the exit code says whether anything in it is a problem.
     return {
       exitCode: bundle.problems.length === 0 ? 0 : 1,
