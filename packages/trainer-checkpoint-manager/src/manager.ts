@@ -7,7 +7,6 @@ import {
   formatIterDir,
   isRunTs,
   type LogicalComponent,
-  MULTI_ROLE_SUCCESS_FILE,
   PHYSICAL_COMPONENTS,
   parseArtifactManifest,
   physicalComponentPath,
@@ -28,7 +27,7 @@ import {
   writeValidationState,
 } from "./local/commit.js";
 import { planSave as decidePlan, type SaveDue, type SavePlan, type StepCoverage } from "./plan.js";
-import { CHECKPOINT_DESCRIPTION_FILE, VALIDATION_STATE_FILE, validationRecord } from "./records.js";
+import { VALIDATION_STATE_FILE, validationRecord } from "./records.js";
 import { DirectPrimary, probeRemote } from "./remote/direct.js";
 import { WriterLease } from "./remote/lease.js";
 import { decideResume, type PointerState, type ProbedCheckpoint } from "./resume/decide.js";
@@ -382,6 +381,14 @@ export class CheckpointManager {
       );
     }
     await this.slots.join(this.roleSlots);
+    if (plan.escalated) {
+      this.emit({
+        type: "warning",
+        message:
+          `emergency save at step ${step}: the step's committed artifact does not cover the run plan plus model and is never ` +
+          "re-committed, so the full plan is written instead.",
+      });
+    }
     const { dir, targets, roles } = this.targetsFor(step, plan);
     let alreadyCommitted = false;
     if (this.remote !== undefined) {
@@ -410,11 +417,9 @@ export class CheckpointManager {
   private async prepareLocal(dir: string, step: number, plan: SavePlan): Promise<void> {
     const kind = await entryKind(dir);
     if (plan.kind === "full" && kind !== "absent") {
-      const sealed =
-        (await entryKind(join(dir, CHECKPOINT_DESCRIPTION_FILE))) !== "absent" ||
-        (await entryKind(join(dir, MULTI_ROLE_SUCCESS_FILE))) !== "absent";
+      // The pointer is the commit of a local full checkpoint: at or behind it is committed history.
       const latest = await latestIteration(this.checkpointsRoot);
-      if (sealed || (latest !== undefined && latest >= step)) {
+      if (latest !== undefined && latest >= step) {
         throw new ManagerError(
           "MANAGER_CHECKPOINT_EXISTS",
           `save ${dir}: it holds a committed checkpoint of step ${step}; a full checkpoint is never rewritten. ` +
@@ -422,7 +427,7 @@ export class CheckpointManager {
           { kind: "refused", subject: dir },
         );
       }
-      // A directory past the latest pointer without a commit record is what an interrupted save of this attempt left.
+      // Past the pointer is what an interrupted save of this attempt left (even with its description written).
       await removeOwned(dir);
       this.emit({ type: "leftover_cleared", path: dir });
     } else if (plan.kind === "artifact" && kind !== "absent") {

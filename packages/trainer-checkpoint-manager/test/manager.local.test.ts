@@ -136,9 +136,24 @@ describe("saving a full checkpoint (local primary)", () => {
     expect(events).toContainEqual({ type: "leftover_cleared", path: leftover });
   });
 
+  it("a save interrupted after its description but before the pointer is redone (the pointer is the commit)", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1, keep_optim_last: 0 });
+    await saveStep(manager, 1, { cadence: true });
+    const saved = committed(await saveStep(manager, 2, { cadence: true }));
+    // Roll the pointer back as if the process died between the description and the pointer.
+    await writeFile(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"), "iter_000000001");
+    await manager.finalize();
+    const { manager: resumed } = await openManager(root, { ...sync, save_every: 1, keep_optim_last: 0 });
+    expect(await resumed.resolveResume()).toMatchObject({ iteration: 1 });
+    const again = committed(await saveStep(resumed, 2, { cadence: true }));
+    expect(again.dir).toBe(saved.dir);
+    expect(await latestOf(manager.attemptDir)).toBe(2);
+  });
+
   it("never rewrites a committed full checkpoint", async () => {
     const root = await tempRoot();
-    const { manager } = await openManager(root, { ...sync, save_every: 1 });
+    const { manager } = await openManager(root, { ...sync, save_every: 1, keep_optim_last: 0 });
     const first = await saveStep(manager, 3, { cadence: true });
     await expect(manager.beginSave(3, first!.plan)).rejects.toMatchObject({
       code: "MANAGER_CHECKPOINT_EXISTS",

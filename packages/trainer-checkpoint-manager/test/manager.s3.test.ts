@@ -54,7 +54,7 @@ async function writeDirect(
   }
 }
 
-const directConfig = (project: string, extra: Record<string, unknown> = {}) => ({
+const directConfig = (extra: Record<string, unknown> = {}) => ({
   checkpoint_format: "dcp",
   save_every: 1,
   checkpoint_store: { backend: "object_store", bucket },
@@ -67,7 +67,7 @@ async function openDirect(
   extra: Record<string, unknown> = {},
   options: Parameters<typeof openManager>[2] = {},
 ) {
-  return openManager(root, directConfig(project, extra), { project, credentials: credentials(), ...options });
+  return openManager(root, directConfig(extra), { project, credentials: credentials(), ...options });
 }
 
 async function save(
