@@ -48,7 +48,15 @@ export {
   type ResumeInputs,
   decideResume,
 } from "./resume/decide.js";
-export { iterationFromPath } from "./resume/local.js";
+// read-only probes of an attempt on disk: the inputs decideResume takes (ckpt run status, ckpt resumable)
+export {
+  iterationFromPath,
+  listCommittedArtifacts,
+  localCheckpointsRoot,
+  type ProbeOptions,
+  probeLocalCheckpoint,
+  readLocalPointer,
+} from "./resume/local.js";
 export { type LeaseDecision, type LeaseHolder, decideLease } from "./remote/lease.js";
 export { retentionCandidates } from "./archive.js";
 
