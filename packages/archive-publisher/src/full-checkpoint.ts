@@ -2,8 +2,10 @@ import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   compareCodePoints,
+  concurrencyOf,
   type Destination,
   hashFile,
+  mapPool,
   type SizedFileEntry,
   UPLOADED_MARKER_FILE,
   UPLOADED_MARKER_RECORD,
@@ -14,10 +16,14 @@ import type { ObjectStore } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
 import { iterDirOf } from "./internal/local.js";
+import { DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
+import { listSizes } from "./internal/remote.js";
 
 export interface UploadFullCheckpointOptions {
   /** Which files (relative paths) to hash; their receipt entries then carry a digest. Default: none. */
   hash?: (path: string) => boolean;
+  /** Files hashed and uploaded at once (default 8; clamped to 1..64). */
+  concurrency?: number;
   signal?: AbortSignal;
 }
 
@@ -92,6 +98,18 @@ async function listFiles(root: string): Promise<Array<{ path: string; size: numb
   return out.sort((a, b) => compareCodePoints(a.path, b.path));
 }
 
+/** The destination's sizes by key, its failure a FULL_UPLOAD_FAILED naming the store. */
+async function remoteSizes(
+  store: ObjectStore,
+  signal: AbortSignal | undefined,
+): Promise<Map<string, number>> {
+  try {
+    return await listSizes(store, signal);
+  } catch (error) {
+    throw failure(store.uri, error, "list");
+  }
+}
+
 async function runUpload(
   iterDir: string,
   store: ObjectStore,
@@ -106,31 +124,37 @@ async function runUpload(
   );
   const signal = options.signal;
   const call = signal ? { signal } : {};
-  const files: SizedFileEntry[] = [];
-  const uploaded: string[] = [];
-  const skipped: string[] = [];
-  let uploadedBytes = 0;
-  for (const file of await listFiles(root)) {
-    const absolute = join(root, file.path);
-    let sha256: string | undefined;
-    if (options.hash?.(file.path)) {
-      const digest = await hashFile(absolute, call).catch((error: unknown) => {
-        throw failure(absolute, error, "hash");
-      });
-      if (digest.size !== file.size)
-        throw failure(absolute, new Error("the file changed while it was listed"), "hash");
-      sha256 = digest.sha256;
-    }
-    try {
-      const remote = await store.head(file.path, call);
-      const same =
-        remote !== undefined &&
-        remote.size === file.size &&
-        (sha256 === undefined || remote.sha256 === sha256);
-      if (same) {
-        skipped.push(file.path);
-        emit({ type: "skipped", path: file.path, size: file.size });
-      } else {
+  const listing = await listFiles(root);
+  // One listing of the destination tells which files may already be there (same size); only a
+  // hashed one of those needs a HEAD, for its digest.
+  const listed = listing.length === 0 ? new Map<string, number>() : await remoteSizes(store, signal);
+  type Outcome = { entry: SizedFileEntry; uploaded: boolean };
+  const outcomes = await mapPool(
+    listing,
+    concurrencyOf(options.concurrency, DEFAULT_UPLOAD_CONCURRENCY),
+    async (file): Promise<Outcome> => {
+      const absolute = join(root, file.path);
+      let sha256: string | undefined;
+      if (options.hash?.(file.path)) {
+        const digest = await hashFile(absolute, call).catch((error: unknown) => {
+          throw failure(absolute, error, "hash");
+        });
+        if (digest.size !== file.size)
+          throw failure(absolute, new Error("the file changed while it was listed"), "hash");
+        sha256 = digest.sha256;
+      }
+      const entry: SizedFileEntry = {
+        path: file.path,
+        size: file.size,
+        ...(sha256 === undefined ? {} : { sha256 }),
+      };
+      try {
+        let same = listed.get(file.path) === file.size;
+        if (same && sha256 !== undefined) same = (await store.head(file.path, call))?.sha256 === sha256;
+        if (same) {
+          emit({ type: "skipped", path: file.path, size: file.size });
+          return { entry, uploaded: false };
+        }
         await store.put(
           file.path,
           { path: absolute },
@@ -140,15 +164,17 @@ async function runUpload(
             onProgress: (sent) => emit({ type: "upload", path: file.path, sent, size: file.size }),
           },
         );
-        uploaded.push(file.path);
-        uploadedBytes += file.size;
         emit({ type: "uploaded", path: file.path, size: file.size });
+        return { entry, uploaded: true };
+      } catch (error) {
+        throw failure(`${store.uri}/${file.path}`, error, "upload");
       }
-    } catch (error) {
-      throw failure(`${store.uri}/${file.path}`, error, "upload");
-    }
-    files.push({ path: file.path, size: file.size, ...(sha256 === undefined ? {} : { sha256 }) });
-  }
+    },
+  );
+  const files = outcomes.map((o) => o.entry);
+  const uploaded = outcomes.filter((o) => o.uploaded).map((o) => o.entry.path);
+  const skipped = outcomes.filter((o) => !o.uploaded).map((o) => o.entry.path);
+  const uploadedBytes = outcomes.filter((o) => o.uploaded).reduce((sum, o) => sum + o.entry.size, 0);
   if (files.length === 0) {
     throw new ArchivePublisherError(
       "FULL_UPLOAD_FAILED",
@@ -183,8 +209,8 @@ async function runUpload(
 
 /**
  * Uploads every file of a full checkpoint directory (`checkpoints/iter_*`) to `store`, rooted at
- * its destination prefix, idempotently: a remote object of the same size (and digest, when the
- * file is hashed) is not uploaded again. Then writes the destination-bound `.uploaded` receipt
+ * its destination prefix, `concurrency` files at a time, idempotently: a remote object of the same
+ * size (and digest, when the file is hashed) is not uploaded again. Then writes the destination-bound `.uploaded` receipt
  * (kind full_checkpoint). Receipt files are never uploaded. Failures are thrown; the caller
  * decides whether an upload is best-effort.
  */

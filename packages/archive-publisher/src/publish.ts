@@ -1,6 +1,6 @@
 import { rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { verifyRemoteFiles } from "@ckpt/archive-reader";
+import { judgeRemoteObject, type RemoteObjectCheck, verifyRemoteFiles } from "@ckpt/archive-reader";
 import {
   ARCHIVE_DECLARATION_FILE,
   ARTIFACT_MANIFEST_FILE,
@@ -22,7 +22,13 @@ import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
 import { DEFAULT_HEAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
-import { createAndConfirm, probeConditionalCreate, readObject, storeCall } from "./internal/remote.js";
+import {
+  createAndConfirm,
+  listSizes,
+  probeConditionalCreate,
+  readObject,
+  storeCall,
+} from "./internal/remote.js";
 import {
   describeProblems,
   type LocalArtifact,
@@ -36,7 +42,7 @@ export interface PublishOptions {
   deleteLocal?: boolean;
   /** HEAD requests in flight when reading and verifying the destination (default 8; clamped to 1..64). */
   headConcurrency?: number;
-  /** Payload uploads in flight (default 4; clamped to 1..64). */
+  /** Payload uploads in flight (default 8; clamped to 1..64). */
   uploadConcurrency?: number;
   signal?: AbortSignal;
 }
@@ -118,19 +124,32 @@ interface Run {
   uploads: number;
 }
 
+/**
+ * The destination's records, and what it already holds of the payloads. One listing says which
+ * keys exist with which size; only a payload listed with its declared size can already be in
+ * place, so only those are HEADed (for their digest): a fresh destination costs one listing, not
+ * a HEAD per file. A key listed with another size is recorded with that size (to be replaced).
+ */
 async function readRemoteState(store: ObjectStore, local: LocalArtifact, run: Run): Promise<RemoteState> {
   const { signal } = run;
-  const declaration = await readObject(store, ARCHIVE_DECLARATION_FILE, signal);
-  const manifest = await readObject(store, ARTIFACT_MANIFEST_FILE, signal);
+  const [declaration, manifest] = await Promise.all([
+    readObject(store, ARCHIVE_DECLARATION_FILE, signal),
+    readObject(store, ARTIFACT_MANIFEST_FILE, signal),
+  ]);
   if (manifest !== undefined) {
     return { ...(declaration ? { declaration } : {}), manifest };
   }
-  const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST_FILE);
-  const heads = await mapPool(payloads, run.heads, (file) =>
+  const listed = await storeCall(store, "list", "", () => listSizes(store, signal));
+  const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST_FILE && listed.has(f.path));
+  const objects = new Map<string, { size: number; sha256?: string }>();
+  const candidates = payloads.filter((f) => listed.get(f.path) === f.size);
+  for (const file of payloads) {
+    if (listed.get(file.path) !== file.size) objects.set(file.path, { size: listed.get(file.path)! });
+  }
+  const heads = await mapPool(candidates, run.heads, (file) =>
     storeCall(store, "head", file.path, () => store.head(file.path, signal ? { signal } : {})),
   );
-  const objects = new Map<string, { size: number; sha256?: string }>();
-  payloads.forEach((file, i) => {
+  candidates.forEach((file, i) => {
     const info = heads[i];
     if (info !== undefined) {
       objects.set(file.path, {
@@ -169,6 +188,23 @@ const VERIFY_REMEDY = {
   PUBLISH_RELEASED_REMOTE_INVALID: RELEASED_REMEDY,
 } as const;
 
+function verifyFailure(
+  store: ObjectStore,
+  checks: readonly RemoteObjectCheck[],
+  code: keyof typeof VERIFY_REMEDY,
+  context: string,
+  how: string,
+): ArchivePublisherError {
+  const problems = checks.filter((o) => o.status !== "ok");
+  return new ArchivePublisherError(
+    code,
+    `${context}: remote verification (${how}) of ${store.uri} failed for ${problems.length} object(s): ` +
+      `${describeProblems(problems)}. ${VERIFY_REMEDY[code]}`,
+    { kind: "failed", subject: problems[0]!.path },
+  );
+}
+
+/** HEADs every file: each must be there with its size and sha256 metadata. */
 async function verifyRemote(
   store: ObjectStore,
   files: readonly FileEntry[],
@@ -180,19 +216,33 @@ async function verifyRemote(
   const check = await storeCall(store, "verify", ARTIFACT_MANIFEST_FILE, () =>
     verifyRemoteFiles(store, files, { concurrency: run.heads, ...(signal ? { signal } : {}) }),
   );
-  if (check.ok) return;
-  const problems = check.objects.filter((o) => o.status !== "ok");
-  throw new ArchivePublisherError(
-    code,
-    `${context}: remote verification of ${store.uri} failed for ${problems.length} object(s): ` +
-      `${describeProblems(problems)}. ${VERIFY_REMEDY[code]}`,
-    { kind: "failed", subject: problems[0]!.path },
-  );
+  if (!check.ok) throw verifyFailure(store, check.objects, code, context, "HEAD of every object");
 }
 
 /**
- * Uploads `upload`, `run.uploads` at a time, each verified by HEAD right after its upload.
- * `doneBytes` of the progress events counts the bytes of all uploads together.
+ * The inventory check after a publish's commit: one listing must show every file with its size.
+ * Each of them was HEADed with its size and digest earlier in the same run (a payload right after
+ * its upload or, already present, when the state was read; the manifest read back after its
+ * create), so this only has to prove that all of them are still there, at the cost of a listing
+ * instead of a HEAD per file.
+ */
+async function confirmListed(store: ObjectStore, files: readonly FileEntry[], run: Run, context: string) {
+  const listed = await storeCall(store, "list", "", () => listSizes(store, run.signal));
+  const checks = files.map((f) =>
+    judgeRemoteObject(
+      { path: f.path, size: f.size },
+      listed.has(f.path) ? { key: f.path, size: listed.get(f.path)!, metadata: {} } : undefined,
+    ),
+  );
+  if (checks.some((c) => c.status !== "ok")) {
+    throw verifyFailure(store, checks, "PUBLISH_REMOTE_VERIFY_FAILED", context, "listing after the commit");
+  }
+}
+
+/**
+ * Uploads `upload`, `run.uploads` at a time and the largest first (so no big file is left to
+ * finish alone at the end), each verified by HEAD right after its upload. `doneBytes` of the
+ * progress events counts the bytes of all uploads together.
  */
 async function uploadPayloads(
   store: ObjectStore,
@@ -204,7 +254,8 @@ async function uploadPayloads(
   const { signal } = run;
   const totalBytes = upload.reduce((sum, f) => sum + f.size, 0);
   let doneBytes = 0;
-  await mapPool(upload, run.uploads, async (file) => {
+  const largestFirst = [...upload].sort((a, b) => b.size - a.size);
+  await mapPool(largestFirst, run.uploads, async (file) => {
     aborted(signal, local.dir);
     let counted = 0;
     const source =
@@ -385,14 +436,19 @@ async function runPublish(
     emit({ type: "committed", key: ARTIFACT_MANIFEST_FILE });
   }
 
-  // A released artifact is verified against its receipt, which records exactly `local.files`.
-  await verifyRemote(
-    store,
-    local.files,
-    run,
-    local.absent.length > 0 ? "PUBLISH_RELEASED_REMOTE_INVALID" : "PUBLISH_REMOTE_VERIFY_FAILED",
-    `publish ${local.dir}`,
-  );
+  // A published archive was HEADed file by file in this run: a listing proves it is all still
+  // there. An adopted or skipped one is HEADed now (a released artifact against its receipt,
+  // which records exactly `local.files`).
+  if (plan.action === "publish") await confirmListed(store, local.files, run, `publish ${local.dir}`);
+  else {
+    await verifyRemote(
+      store,
+      local.files,
+      run,
+      local.absent.length > 0 ? "PUBLISH_RELEASED_REMOTE_INVALID" : "PUBLISH_REMOTE_VERIFY_FAILED",
+      `publish ${local.dir}`,
+    );
+  }
   emit({ type: "verified", objects: local.files.length });
   if (plan.action !== "skip") emit({ type: "receipt", path: await writeReceipt(local, store) });
 
@@ -418,7 +474,7 @@ async function runPublish(
  * destination prefix (keys are the artifact's relative paths). Order: declaration (conditional
  * create, proven by read-back) → payloads (each uploaded with its sha256 and verified by HEAD;
  * those already present and verified are skipped) → native manifest last (conditional create) →
- * remote inventory verification → local `.uploaded` receipt. A committed identical archive is
+ * remote inventory verification (a listing: everything is still there) → local `.uploaded` receipt. A committed identical archive is
  * adopted or skipped; a conflicting one is never overwritten.
  */
 export function publishArtifactIter(

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { ARCHIVE_DECLARATION_FILE, sha256Hex } from "@ckpt/manifest";
+import { ARCHIVE_DECLARATION_FILE, ARTIFACT_MANIFEST_FILE, sha256Hex } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryFault, type ObjectStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, type PublishEvent, publishArtifact } from "../src/index.js";
@@ -46,28 +46,70 @@ const slow: MemoryFault[] = [
 ];
 
 describe("publish concurrency (memory store)", () => {
-  it("HEADs 8 and uploads 4 at a time by default, and each as asked", async () => {
-    const dir = await wideArtifact();
-    const wide = counting(createMemoryStore({ faults: slow }));
-    const report = await publishArtifact(dir, wide.store);
-    expect(report.status).toBe("published");
-    expect(wide.peak).toEqual({ head: 8, put: 4 });
-
-    const narrow = counting(createMemoryStore({ faults: slow }));
-    await publishArtifact(await wideArtifact(), narrow.store, { headConcurrency: 3, uploadConcurrency: 1 });
-    expect(narrow.peak).toEqual({ head: 3, put: 1 });
+  it("uploads the largest payloads first", async () => {
+    const store = createMemoryStore();
+    await publishArtifact(await wideArtifact(), store, { uploadConcurrency: 1 });
+    const order = store.calls.filter((c) => c.op === "put").map((c) => c.key);
+    expect(order).toEqual([
+      ...Array.from({ length: SHARDS }, (_, i) => shard(SHARDS - 1 - i)),
+      "model/.metadata",
+    ]);
   });
 
-  it("reads the remote state with concurrent HEADs (a refusal decided on it alone)", async () => {
+  it("uploads 8 at a time by default and each as asked", async () => {
+    const wide = counting(createMemoryStore({ faults: slow }));
+    expect((await publishArtifact(await wideArtifact(), wide.store)).status).toBe("published");
+    expect(wide.peak.put).toBe(8);
+    const narrow = counting(createMemoryStore({ faults: slow }));
+    await publishArtifact(await wideArtifact(), narrow.store, { uploadConcurrency: 3 });
+    expect(narrow.peak.put).toBe(3);
+  });
+
+  it("HEADs the payloads already there headConcurrency at a time when a publish resumes", async () => {
+    for (const [headConcurrency, peak] of [
+      [undefined, 8],
+      [3, 3],
+    ] as const) {
+      const dir = await wideArtifact();
+      const memory = createMemoryStore({
+        faults: [...slow, { type: "fail", op: "createIfAbsent", key: ARTIFACT_MANIFEST_FILE }],
+      });
+      await expect(publishArtifact(dir, memory)).rejects.toMatchObject({ code: "PUBLISH_STORE_FAILED" });
+      memory.clearFaults();
+      for (const fault of slow) memory.inject(fault);
+      memory.clearCalls();
+      const resumed = counting(memory);
+      const report = await publishArtifact(dir, resumed.store, headConcurrency ? { headConcurrency } : {});
+      expect(report).toMatchObject({ status: "published", uploaded: [] });
+      expect(memory.calls.filter((c) => c.op === "head")).toHaveLength(SHARDS + 1);
+      expect(resumed.peak.head).toBe(peak);
+    }
+  });
+
+  it("reads a fresh destination with one listing and no HEAD, and HEADs only what is listed at its size", async () => {
     const dir = await wideArtifact();
-    const memory = createMemoryStore({ faults: slow });
+    const memory = createMemoryStore();
     await memory.createIfAbsent(ARCHIVE_DECLARATION_FILE, new TextEncoder().encode("another inventory"));
-    const wide = counting(memory);
-    await expect(publishArtifact(dir, wide.store, { headConcurrency: 5 })).rejects.toMatchObject({
+    await expect(publishArtifact(dir, memory)).rejects.toMatchObject({
       code: "PUBLISH_DECLARATION_CONFLICT",
     });
-    expect(memory.calls.filter((c) => c.op === "head")).toHaveLength(SHARDS + 1);
-    expect(wide.peak.head).toBe(5);
+    expect(memory.calls.filter((c) => c.op === "head")).toEqual([]);
+    expect(memory.calls.filter((c) => c.op === "list")).toHaveLength(1);
+
+    // Shard 0 is there with its bytes and digest, shard 1 with other bytes of another size.
+    const fresh = createMemoryStore();
+    const zero = payload("shard-0", 512);
+    await fresh.put(shard(0), zero, { sha256: sha256Hex(zero) });
+    await fresh.put(shard(1), payload("stale", 100));
+    fresh.clearCalls();
+    const report = await publishArtifact(await wideArtifact(), fresh);
+    const heads = fresh.calls.filter((c) => c.op === "head").map((c) => c.key);
+    // Before the uploads: shard 0 only; after them: each uploaded payload once.
+    expect(heads[0]).toBe(shard(0));
+    expect(heads.filter((k) => k === shard(0))).toHaveLength(1);
+    expect(report.uploaded).not.toContain(shard(0));
+    expect(report.uploaded).toContain(shard(1));
+    expect((await fresh.head(shard(1)))?.size).toBe(512 + 37);
   });
 
   it("reports uploads in inventory order whatever order they finish in", async () => {
@@ -105,9 +147,16 @@ describe("publish concurrency (memory store)", () => {
     expect(done.at(-1)).toBe(total);
   });
 
-  it("keeps a failed HEAD of the remote state coded, naming its key, before any write", async () => {
+  it("keeps a failed listing or HEAD of the remote state coded, naming its key, before any write", async () => {
     const dir = await wideArtifact();
+    const unlisted = createMemoryStore({ faults: [{ type: "fail", op: "list" }] });
+    await expect(publishArtifact(dir, unlisted)).rejects.toMatchObject({ code: "PUBLISH_STORE_FAILED" });
+    expect(unlisted.calls.filter((c) => c.op === "put" || c.op === "createIfAbsent")).toEqual([]);
+
     const store = createMemoryStore({ faults: [{ type: "fail", op: "head", key: shard(13) }] });
+    const thirteen = payload("shard-13", 512 + 13 * 37);
+    await store.put(shard(13), thirteen, { sha256: sha256Hex(thirteen) });
+    store.clearCalls();
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({
       code: "PUBLISH_STORE_FAILED",
       subject: shard(13),
@@ -115,27 +164,30 @@ describe("publish concurrency (memory store)", () => {
     expect(store.calls.filter((c) => c.op === "put" || c.op === "createIfAbsent")).toEqual([]);
   });
 
-  it("lets the uploads in flight finish after one fails, starts no other, and the retry resumes after them", async () => {
+  it("after one upload fails those in flight finish, no other starts, and the retry resumes", async () => {
     const dir = await wideArtifact();
+    // Shard sizes grow with the index: 19 goes first, then 18.
     const store = createMemoryStore({
       faults: [
-        { type: "fail", op: "put", key: "model/.metadata", nth: 1 },
-        { type: "delay", op: "put", key: shard(0), ms: 30 },
+        { type: "fail", op: "put", key: shard(19), nth: 1 },
+        { type: "delay", op: "put", key: shard(18), ms: 30 },
       ],
     });
     await expect(publishArtifact(dir, store, { uploadConcurrency: 2 })).rejects.toMatchObject({
       code: "PUBLISH_STORE_FAILED",
-      subject: "model/.metadata",
+      subject: shard(19),
     });
-    // Inventory order: model/.metadata, then model/__0_0.distcp; nothing after them started.
-    expect(store.calls.filter((c) => c.op === "put").map((c) => c.key)).toEqual([
-      "model/.metadata",
-      shard(0),
-    ]);
-    expect((await store.head(shard(0)))?.sha256).toBe(sha256Hex(payload("shard-0", 512)));
+    // Both started (in either order: each stats its file first); nothing else did.
+    expect(
+      store.calls
+        .filter((c) => c.op === "put")
+        .map((c) => c.key)
+        .sort(),
+    ).toEqual([shard(18), shard(19)]);
+    expect((await store.head(shard(18)))?.sha256).toBe(sha256Hex(payload("shard-18", 512 + 18 * 37)));
     store.clearCalls();
     const report = await publishArtifact(dir, store, { uploadConcurrency: 2 });
-    expect(report.uploaded).not.toContain(shard(0));
+    expect(report.uploaded).not.toContain(shard(18));
     expect(report.uploaded).toHaveLength(SHARDS);
   });
 });

@@ -6,7 +6,7 @@ import {
   sha256Hex,
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
-import { createMemoryStore } from "@ckpt/object-store";
+import { createMemoryStore, type ObjectStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, publishArtifact, publishArtifactIter } from "../src/index.js";
 import { payload, tempDir, writeTree } from "./helpers.js";
@@ -44,11 +44,48 @@ describe("publish under store faults (memory store)", () => {
     await noReceipt(dir);
   });
 
-  it("fails the final remote verification when metadata lies then, and writes no receipt", async () => {
+  it("fails the inventory check after the commit when an object vanished meanwhile, and writes no receipt", async () => {
     const dir = await artifact();
-    // HEADs of model.pt: 1 remote state, 2 after upload, 3 the final inventory check.
-    const store = createMemoryStore({ faults: [{ type: "lieOnHead", key: "model.pt", nth: 3, size: 1 }] });
-    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_REMOTE_VERIFY_FAILED" });
+    const memory = createMemoryStore();
+    // Someone deletes model.pt between its verification and the listing after the commit.
+    const store = new Proxy(memory, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target);
+        if (prop !== "createIfAbsent") return typeof value === "function" ? value.bind(target) : value;
+        return async (...args: Parameters<ObjectStore["createIfAbsent"]>) => {
+          const result = await target.createIfAbsent(...args);
+          if (args[0] === ARTIFACT_MANIFEST_FILE) await target.delete("model.pt");
+          return result;
+        };
+      },
+    });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_REMOTE_VERIFY_FAILED",
+      subject: "model.pt",
+      message: expect.stringContaining("model.pt: missing from the destination"),
+    });
+    await noReceipt(dir);
+  });
+
+  it("verifies a published archive by one HEAD per payload, and by a listing after the commit", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore();
+    await publishArtifact(dir, store);
+    const heads = store.calls.filter((c) => c.op === "head").map((c) => c.key);
+    expect(heads.sort()).toEqual(["model.pt", "trainer.pt"]);
+    expect(store.calls.filter((c) => c.op === "list")).toHaveLength(2);
+  });
+
+  it("verifies an adopted archive by HEAD: metadata that lies fails it, and no receipt is written", async () => {
+    const dir = await artifact();
+    const store = createMemoryStore();
+    await publishArtifact(dir, store);
+    await rm(join(dir, UPLOADED_MARKER_FILE));
+    store.inject({ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) });
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_REMOTE_VERIFY_FAILED",
+      subject: "model.pt",
+    });
     await noReceipt(dir);
   });
 

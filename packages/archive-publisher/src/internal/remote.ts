@@ -61,6 +61,13 @@ export async function readObject(
   });
 }
 
+/** Size by key of every object below the store's root, from one listing (paginated as needed). */
+export async function listSizes(store: ObjectStore, signal?: AbortSignal): Promise<Map<string, number>> {
+  const sizes = new Map<string, number>();
+  for await (const info of store.list("", signal ? { signal } : {})) sizes.set(info.key, info.size);
+  return sizes;
+}
+
 /** Prefix of the probe objects; a leftover one (a crash mid-probe) is recognisable and harmless. */
 export const CONDITIONAL_PROBE_PREFIX = ".posttrain-archive.probe-";
 
