@@ -21,6 +21,7 @@ interface Bundle {
   resume: { kind: string; iteration?: number; code?: string };
   latest: { state: string; iteration?: number };
   newestCheckpoint: { iteration: number; problems: string[] } | null;
+  newestCheckpointFiles: { path: string; size: number; component: string }[] | null;
   checkpoints: { iteration: number; hasOptimizer: boolean; isLatest?: boolean }[];
   artifacts: {
     iteration: number;
@@ -68,6 +69,12 @@ describe("ckpt evidence", () => {
     expect(bundle.resume).toMatchObject({ kind: "checkpoint", iteration: 30 });
     expect(bundle.latest).toMatchObject({ state: "present", iteration: 30 });
     expect(bundle.newestCheckpoint).toMatchObject({ iteration: 30, problems: [] });
+    expect(bundle.newestCheckpointFiles?.map((f) => [f.component, f.path])).toEqual([
+      ["model", "model.pt"],
+      ["optim", "optim.pt"],
+      ["trainer", "trainer.pt"],
+    ]);
+    for (const f of bundle.newestCheckpointFiles ?? []) expect(f.size).toBeGreaterThan(0);
     expect(bundle.checkpoints.map((c) => [c.iteration, c.hasOptimizer, c.isLatest === true])).toEqual([
       [10, false, false],
       [20, false, false],

@@ -8,6 +8,7 @@ import { readReceipt } from "@ckpt/archive-reader";
 import {
   ARTIFACT_MANIFEST_FILE,
   type ArtifactManifest,
+  artifactPayloadFiles,
   type Destination,
   type UploadedMarker,
   readArtifactManifest,
@@ -17,6 +18,7 @@ import { type ProbedCheckpoint, decideResume } from "./resume/decide.js";
 import { listCommittedArtifacts, localCheckpointsRoot, readLocalPointer } from "./resume/local.js";
 import type { ResumeDecision } from "./types.js";
 import { entryKind } from "./internal/fs.js";
+import { CHECKPOINT_DESCRIPTION_FILE, checkpointDescription } from "./records.js";
 
 export const EVIDENCE_SCHEMA = "ckpt.evidence.v1";
 
@@ -57,6 +59,8 @@ export interface EvidenceBundle {
     | { readonly state: "present"; readonly path: string; readonly iteration: number };
   /** The checkpoint the pointer names, as the resume probe found it (`problems` empty means complete). */
   readonly newestCheckpoint: ProbedCheckpoint | null;
+  /** Every file its description records (component, size, digest when hashed); null without a readable description. */
+  readonly newestCheckpointFiles: ReturnType<typeof artifactPayloadFiles> | null;
   /** Every `checkpoints/iter_*`, as retention scans it (optimizer present, upload state, latest). */
   readonly checkpoints: readonly CheckpointInfo[];
   readonly artifacts: readonly ArtifactEvidence[];
@@ -130,6 +134,17 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
     problems.push({ ...failure, subject: attemptDir });
   }
   const newestCheckpoint = pointer.state === "present" ? pointer.checkpoint : null;
+  let newestCheckpointFiles: EvidenceBundle["newestCheckpointFiles"] = null;
+  if (newestCheckpoint !== null && newestCheckpoint.format !== "legacy_file") {
+    const path = join(newestCheckpoint.iterDir, CHECKPOINT_DESCRIPTION_FILE);
+    if ((await entryKind(path)) === "file") {
+      try {
+        newestCheckpointFiles = artifactPayloadFiles(await checkpointDescription.read(path));
+      } catch (error) {
+        problems.push({ ...coded(error), subject: path });
+      }
+    }
+  }
   for (const problem of newestCheckpoint?.problems ?? []) {
     problems.push({ code: "CHECKPOINT_INCOMPLETE", subject: newestCheckpoint!.iterDir, message: problem });
   }
@@ -153,6 +168,7 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
         ? { state: "present", path: pointer.path, iteration: pointer.iteration }
         : pointer,
     newestCheckpoint,
+    newestCheckpointFiles,
     checkpoints,
     artifacts,
     problems,
