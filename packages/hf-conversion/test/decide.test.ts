@@ -57,6 +57,11 @@ describe("decideMaterialize: identity and idempotence", () => {
     expect(decideMaterialize(states(mine), undefined, false)).toEqual({ action: "need-identity" });
   });
 
+  it("--force over a complete output builds without waiting for the source's digest", () => {
+    expect(decideMaterialize(states(mine), undefined, true)).toMatchObject({ action: "build" });
+    expect(decideMaterialize(states(absent, mine), undefined, true)).toEqual({ action: "need-identity" });
+  });
+
   it("an intact output of the same request skips; --force rebuilds it", () => {
     expect(decideMaterialize(states(mine), request, false)).toMatchObject({
       action: "skip",

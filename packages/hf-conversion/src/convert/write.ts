@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { FileEntry } from "@ckpt/manifest";
-import { HF_INDEX_FILE, planSafetensors } from "@ckpt/tensors";
+import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
 import { HfConversionError, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
 import type { OpenedSource } from "../source/open.js";
@@ -23,7 +23,7 @@ export function sourceBytes(source: OpenedSource): SourceBytes {
   };
 }
 
-/** Progress of the conversion: bytes of tensor data written so far. */
+/** Progress of the conversion: bytes of shard files written so far, of all shards' bytes. */
 export interface ConvertProgress {
   readonly type: "convert";
   readonly doneBytes: number;
@@ -34,14 +34,11 @@ export interface ConvertProgress {
 /** The bytes of one shard: its header, then every tensor's chunks in data order. */
 async function* shardChunks(
   shard: OutputShard,
+  layout: SafetensorsPlan,
   source: SourceBytes,
   buffers: AssemblyBuffers,
 ): AsyncGenerator<Uint8Array> {
-  const plan = planSafetensors(
-    shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
-    shard.metadata,
-  );
-  yield plan.headerBytes;
+  yield layout.headerBytes;
   for (const tensor of shard.tensors) {
     let written = 0;
     for await (const chunk of tensorChunks(tensor, source, buffers)) {
@@ -69,20 +66,22 @@ async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
   }
 }
 
-/** The index the output gets: the base's metadata with the output's total size, the base's weight_map order. */
-export function indexText(plan: ConversionPlan, baseMetadata: Readonly<Record<string, unknown>>): string {
+/**
+ * The index the output gets: the base's metadata with the output's total size, and the base's
+ * weight_map in the base's key order.
+ */
+export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): string {
   const weightMap: Record<string, string> = {};
-  for (const shard of plan.shards) {
-    for (const t of shard.tensors) {
-      Object.defineProperty(weightMap, t.name, {
-        value: shard.file,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
+  for (const [name, shard] of baseIndex.weightMap) {
+    Object.defineProperty(weightMap, name, {
+      value: shard,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
-  return `${JSON.stringify({ metadata: { ...baseMetadata, total_size: plan.totalBytes }, weight_map: weightMap }, null, 2)}\n`;
+  const metadata = { ...baseIndex.metadata, total_size: plan.totalBytes };
+  return `${JSON.stringify({ metadata, weight_map: weightMap }, null, 2)}\n`;
 }
 
 /**
@@ -133,15 +132,25 @@ export async function* writeShards(
   dir: string,
   plan: ConversionPlan,
   source: OpenedSource,
-  baseIndexMetadata: Readonly<Record<string, unknown>>,
+  baseIndex: SafetensorsIndex,
 ): AsyncGenerator<ConvertProgress, FileEntry[]> {
   const bytes = sourceBytes(source);
   const buffers = new AssemblyBuffers();
   const written: FileEntry[] = [];
+  const layouts = plan.shards.map((shard) =>
+    planSafetensors(
+      shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
+      shard.metadata,
+    ),
+  );
+  const total = layouts.reduce((n, l) => n + l.fileSize, 0);
   let done = 0;
   let reported = 0;
-  for (const shard of plan.shards) {
-    const writer = writeStagedChunks(join(dir, ...shard.file.split("/")), shardChunks(shard, bytes, buffers));
+  for (const [k, shard] of plan.shards.entries()) {
+    const writer = writeStagedChunks(
+      join(dir, ...shard.file.split("/")),
+      shardChunks(shard, layouts[k]!, bytes, buffers),
+    );
     try {
       for (;;) {
         const step = await writer.next();
@@ -152,7 +161,7 @@ export async function* writeShards(
         done += step.value;
         if (done - reported >= PROGRESS_BYTES) {
           reported = done;
-          yield { type: "convert", doneBytes: done, totalBytes: plan.totalBytes, file: shard.file };
+          yield { type: "convert", doneBytes: done, totalBytes: total, file: shard.file };
         }
       }
     } finally {
@@ -161,9 +170,9 @@ export async function* writeShards(
     }
   }
   const index = await writeStagedFile(join(dir, HF_INDEX_FILE), [
-    new TextEncoder().encode(indexText(plan, baseIndexMetadata)),
+    new TextEncoder().encode(indexText(plan, baseIndex)),
   ]);
   written.push({ path: HF_INDEX_FILE, size: index.size, sha256: index.sha256 });
-  yield { type: "convert", doneBytes: done, totalBytes: plan.totalBytes, file: HF_INDEX_FILE };
+  yield { type: "convert", doneBytes: done, totalBytes: total, file: HF_INDEX_FILE };
   return written;
 }

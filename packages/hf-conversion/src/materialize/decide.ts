@@ -122,10 +122,29 @@ export function decideMaterialize(
       };
     }
   }
-  const trees = [states.out, states.staged, states.previous];
-  if (identity === undefined && trees.some((s) => s.kind === "complete")) return { action: "need-identity" };
-  const same = (s: TreeState) =>
-    s.kind === "complete" && identityDifferences(s.marker, identity!).length === 0;
+  try {
+    return decideComparing(states, identity, force);
+  } catch (error) {
+    if (error === NEED_IDENTITY) return { action: "need-identity" };
+    throw error;
+  }
+}
+
+const NEED_IDENTITY = Symbol("need-identity");
+
+/** The rules past the foreign check; throws NEED_IDENTITY where a comparison needs the missing identity. */
+function decideComparing(
+  states: OutputStates,
+  identity: RequestIdentity | undefined,
+  force: boolean,
+): MaterializeDecision {
+  // Asked for only where a complete tree is compared with the request, so a --force rebuild over
+  // a complete output does not wait for a local source to be hashed before it starts.
+  const differences = (s: TreeState & { kind: "complete" }) => {
+    if (identity === undefined) throw NEED_IDENTITY;
+    return identityDifferences(s.marker, identity);
+  };
+  const same = (s: TreeState) => s.kind === "complete" && differences(s).length === 0;
   const recover: Recovery[] = [];
   let out = states.out;
   let previous = states.previous;
@@ -133,18 +152,19 @@ export function decideMaterialize(
 
   // Between the swap's two renames: <out> is gone, <out>.previous holds the tree it replaced.
   if (!present(out) && present(previous)) {
-    if (same(staged) && !force) return { action: "publish", recover, thenBuild: false, finishesSwap: true };
+    if (!force && same(staged)) return { action: "publish", recover, thenBuild: false, finishesSwap: true };
     recover.push("restore-previous");
     out = previous;
     previous = { kind: "absent" };
   }
   // The staged tree is the only complete one: never discarded.
   if (staged.kind === "complete" && out.kind !== "complete") {
-    if (!same(staged)) {
+    const found = differences(staged);
+    if (found.length > 0) {
       return {
         action: "refuse",
         code: "MATERIALIZE_STAGED_OTHER_REQUEST",
-        found: `<out>.tmp holds a complete output of another request (${identityDifferences(staged.marker, identity!).join("; ")}) and no complete output is at <out>`,
+        found: `<out>.tmp holds a complete output of another request (${found.join("; ")}) and no complete output is at <out>`,
         consequence: "the build would have discarded the only complete tree",
         remedy: "Re-run the request that built it (it publishes it), or move <out>.tmp away.",
         path: "staged",
@@ -153,34 +173,32 @@ export function decideMaterialize(
     if (present(previous) && !force) return leftover();
     return { action: "publish", recover, thenBuild: force, finishesSwap: false };
   }
-  if (out.kind === "complete") {
-    const differences = identityDifferences(out.marker, identity!);
-    if (differences.length === 0 && !force) {
-      if (staged.kind === "incomplete") recover.push("discard-staged");
-      return { action: "skip", recover, previousKept: present(previous) };
-    }
-    if (differences.length > 0 && !force) {
+  if (out.kind === "complete" && !force) {
+    const found = differences(out);
+    if (found.length > 0) {
       return {
         action: "refuse",
         code: "MATERIALIZE_OUTPUT_MISMATCH",
-        found: `<out> is a completed output of another request: ${differences.join("; ")}`,
+        found: `<out> is a completed output of another request: ${found.join("; ")}`,
         consequence: "the build would have replaced it",
         remedy: "Pass --force to rebuild it, or choose another --out.",
         path: "out",
       };
     }
+    if (staged.kind === "incomplete") recover.push("discard-staged");
+    return { action: "skip", recover, previousKept: present(previous) };
   }
   if (present(previous) && !force) return leftover();
   return { action: "build", recover, discardStaged: present(staged), previousAtSwap: present(previous) };
+}
 
-  function leftover(): MaterializeDecision {
-    return {
-      action: "refuse",
-      code: "MATERIALIZE_PREVIOUS_LEFTOVER",
-      found: "<out>.previous is left beside <out> by an interrupted swap",
-      consequence: "the build's swap moves <out> to that name",
-      remedy: "Pass --force (the leftover is removed at the swap), or inspect and remove <out>.previous.",
-      path: "previous",
-    };
-  }
+function leftover(): MaterializeDecision {
+  return {
+    action: "refuse",
+    code: "MATERIALIZE_PREVIOUS_LEFTOVER",
+    found: "<out>.previous is left beside <out> by an interrupted swap",
+    consequence: "the build's swap moves <out> to that name",
+    remedy: "Pass --force (the leftover is removed at the swap), or inspect and remove <out>.previous.",
+    path: "previous",
+  };
 }

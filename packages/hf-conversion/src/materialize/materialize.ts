@@ -210,12 +210,10 @@ class SourceSession {
     if (this.source.kind === "local") {
       const model = await readArtifactModel(this.source.ckptDir);
       this.expected = model.expected;
-      this.opened = await openSource(model.path, model.path);
-      if (this.opened.size !== model.expected.size) {
-        throw this.mismatch(
-          `is ${this.opened.size} bytes, but its artifact manifest records ${model.expected.size}`,
-        );
-      }
+      this.opened = await openSource(model.path, model.path, {
+        size: model.expected.size,
+        recordedBy: "its artifact manifest",
+      });
       // Hash on a worker thread while the run inspects the output (and converts, if it builds).
       this.opened.sha256().catch(() => {});
     } else {
@@ -267,10 +265,10 @@ class SourceSession {
       ),
     );
     this.stagingDir = staged.report.stagedDir;
-    this.opened = await openSource(staged.modelPath, this.source.uri);
-    if (this.opened.size !== this.expected!.size) {
-      throw this.mismatch(`is ${this.opened.size} bytes, but the archive records ${this.expected!.size}`);
-    }
+    this.opened = await openSource(staged.modelPath, this.source.uri, {
+      size: this.expected!.size,
+      recordedBy: "the archive",
+    });
     this.opened.sha256().catch(() => {});
     return this.opened;
   }
@@ -450,15 +448,9 @@ class Run {
           throw new Error("the decision needs an identity it was given");
         case "refuse": {
           const path = { out, staged: this.options.staged, previous: this.options.previous }[decision.path];
-          throw refusal(
-            decision.code,
-            decision.found.replace(/<out>/g, out),
-            decision.consequence,
-            decision.remedy,
-            {
-              file: path,
-            },
-          );
+          const found = decision.found.replace(/<out>/g, out);
+          const error = refusal(decision.code, found, decision.consequence, decision.remedy, { file: path });
+          throw inStage(error, "inspect-output", out);
         }
         case "skip": {
           await this.recover(decision.recover);
@@ -573,7 +565,7 @@ class Run {
         base: { source: base.dir, fingerprint: base.fingerprint },
         options: { unified_chat_template: this.options.unified },
       });
-      const written: FileEntry[] = yield* writeShards(staged, plan, opened, base.inspection.index!.metadata);
+      const written: FileEntry[] = yield* writeShards(staged, plan, opened, base.inspection.index!);
       stage = "sidecars";
       await this.copySidecars();
       stage = "source";

@@ -85,8 +85,15 @@ function descriptorPath(handle: FileHandle): string {
   return process.platform === "linux" ? `/proc/self/fd/${handle.fd}` : `/dev/fd/${handle.fd}`;
 }
 
-/** Opens `path` as the source: a regular file that torch.save wrote, holding `{"net": state_dict}`. */
-export async function openSource(path: string, label: string): Promise<OpenedSource> {
+/**
+ * Opens `path` as the source: a regular file of the size its records give (checked on the open
+ * file before anything is parsed), written by torch.save, holding `{"net": state_dict}`.
+ */
+export async function openSource(
+  path: string,
+  label: string,
+  expected: { size: number; recordedBy: string },
+): Promise<OpenedSource> {
   let handle: FileHandle;
   try {
     handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
@@ -111,6 +118,15 @@ export async function openSource(path: string, label: string): Promise<OpenedSou
           kind: "input",
           file: path,
         },
+      );
+    }
+    if (first.size !== expected.size) {
+      throw refusal(
+        "MATERIALIZE_SOURCE_MISMATCH",
+        `${path} is ${first.size} bytes, but ${expected.recordedBy} records ${expected.size}`,
+        "the output would have been labelled with an identity its bytes do not have",
+        "The artifact was changed after it was committed; restore it or materialize another one.",
+        { file: path },
       );
     }
     const torch = await openTorchFile(fileHandleByteSource(handle, path, first.size));
