@@ -5,6 +5,18 @@ export class UsageError extends Error {
   readonly kind = "input" as const;
 }
 
+/** Input a command cannot work with (a path that is not there, a kind it cannot tell): exit 2. */
+export class CliInputError extends Error {
+  override readonly name = "CliInputError";
+  readonly kind = "input" as const;
+  constructor(
+    readonly code: "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 interface CodedError {
   readonly code: string;
   readonly kind?: string;

@@ -6,18 +6,22 @@ export interface CliIo {
   readonly stderr: Writable;
   /** stderr is a terminal: progress bars are drawn only then. */
   readonly interactive: boolean;
-  /** Colour is used only on a terminal and never when NO_COLOR is set. */
+  /** stdout is a terminal and NO_COLOR is unset: verdicts may be coloured. */
   readonly color: boolean;
   readonly env: NodeJS.ProcessEnv;
 }
 
+/** Colour on a terminal unless NO_COLOR is set to a non-empty value (https://no-color.org). */
+export function colorAllowed(isTerminal: boolean, env: NodeJS.ProcessEnv): boolean {
+  return isTerminal && (env.NO_COLOR ?? "") === "" && env.TERM !== "dumb";
+}
+
 export function processIo(): CliIo {
-  const interactive = Boolean(process.stderr.isTTY);
   return {
     stdout: process.stdout,
     stderr: process.stderr,
-    interactive,
-    color: interactive && !("NO_COLOR" in process.env),
+    interactive: Boolean(process.stderr.isTTY),
+    color: colorAllowed(Boolean(process.stdout.isTTY), process.env),
     env: process.env,
   };
 }

@@ -1,4 +1,13 @@
-/** Human renderings shared by every command: aligned tables and byte counts. */
+import type { CliIo } from "./io.js";
+
+// Human renderings shared by every command: aligned tables, byte counts, coloured verdicts.
+
+const COLORS = { red: 31, green: 32, yellow: 33 } as const;
+
+/** `text` in a colour when the terminal allows it (see CliIo.color), else unchanged. */
+export function paint(io: Pick<CliIo, "color">, color: keyof typeof COLORS, text: string): string {
+  return io.color ? `\x1b[${COLORS[color]}m${text}\x1b[0m` : text;
+}
 
 export function formatBytes(n: number): string {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -28,7 +28,8 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     .demandCommand(1, "Name a command; `ckpt --help` lists them.")
     .recommendCommands()
     .exitProcess(false)
-    .wrap(Math.min(110, process.stdout.columns ?? 110))
+    // The width of the stream help goes to (a captured stream has none: 110, so generated docs are stable).
+    .wrap(Math.min(110, (io.stdout as { columns?: number }).columns ?? 110))
     .epilogue("Exit codes: 0 ok, 1 failed or refused, 2 bad usage or unusable input. Docs: docs/cli.md")
     .fail((message, error) => {
       throw error ?? new UsageError(message);
@@ -46,7 +47,8 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     }
     target.command(entry.command, entry.describe, entry.builder, async (args) => {
       globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
-      outcome = await entry.run(args as never, io);
+      // --quiet silences progress too: a command sees a non-interactive terminal.
+      outcome = await entry.run(args as never, globals.quiet ? { ...io, interactive: false } : io);
     });
   };
   for (const entry of commands) register(parser, entry);

@@ -84,9 +84,71 @@ describe("ckpt doctor store", () => {
 
   it("exits 2 for an unknown check and teaches with an example under --help", async () => {
     expect(await runCli(["doctor", "disk", "file:///tmp/x"], captureIo().io)).toBe(2);
+    const group = captureIo();
+    expect(await runCli(["doctor", "--help"], group.io)).toBe(0);
+    expect(group.out()).toMatch(/ckpt doctor store <uri>[\s\S]*ckpt doctor storage <dir>/);
     const help = captureIo();
-    expect(await runCli(["doctor", "--help"], help.io)).toBe(0);
+    expect(await runCli(["doctor", "store", "--help"], help.io)).toBe(0);
     expect(help.out()).toContain("ckpt doctor store s3://ckpt-archive/runs --credentials");
     expect(help.out()).toContain("--credentials");
+  });
+
+  it("takes the credentials from $CKPT_CREDENTIALS like every store command", async () => {
+    const dir = await tempDir();
+    const path = join(dir, "creds.secret");
+    await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
+    const c = captureIo({ env: { HOME: dir, CKPT_CREDENTIALS: path } });
+    expect(await runCli(["doctor", "store", "s3://bucket/p", "--json"], c.io)).toBe(2);
+    expect(JSON.parse(c.out()).error).toMatchObject({ code: "STORE_BAD_CREDENTIALS" });
+  });
+});
+
+describe("ckpt doctor storage", () => {
+  it("probes a local directory: every step ok, the tier and its promise, exit 0; --expect shared fails it", async () => {
+    const dir = await tempDir();
+    const c = captureIo();
+    expect(await runCli(["doctor", "storage", dir, "--json"], c.io)).toBe(0);
+    const report = JSON.parse(c.out());
+    expect(report).toMatchObject({
+      ok: true,
+      probeOk: true,
+      tier: "local",
+      known: true,
+      expect: "any",
+      reasons: [],
+    });
+    expect(report.steps.map((s: { name: string }) => s.name)).toEqual([
+      "write",
+      "fsync-file",
+      "rename",
+      "fsync-dir",
+      "read-back",
+      "cleanup",
+    ]);
+    const shared = captureIo();
+    expect(await runCli(["doctor", "storage", dir, "--expect", "shared"], shared.io)).toBe(1);
+    expect(shared.out()).toMatch(
+      /NOT sound:\n {2}- \S+ is local: other nodes cannot read what is written here/,
+    );
+  });
+
+  it("prints the volume, one row per step and the promise for humans", async () => {
+    const dir = await tempDir();
+    const c = captureIo();
+    expect(await runCli(["doctor", "storage", dir], c.io)).toBe(0);
+    const lines = c.out().trimEnd().split("\n");
+    expect(lines[0]).toMatch(new RegExp(`^${dir}: \\S+ mounted at /\\S* from \\S+ \\(mountinfo\\)$`));
+    expect(lines[2]).toMatch(/^step\s+result\s+time\s+detail$/);
+    expect(lines[3]).toMatch(/^write\s+ok\s+[\d.]+ ms\s+1048576 bytes to /);
+    expect(lines.at(-1)).toBe("sound: ckpt's commit sequence holds on this volume.");
+  });
+
+  it("a volume nothing can be written to fails with the step named (exit 1); a missing directory is exit 2", async () => {
+    const c = captureIo();
+    expect(await runCli(["doctor", "storage", "/proc"], c.io)).toBe(1);
+    expect(c.out()).toMatch(/^write\s+FAIL/m);
+    const missing = captureIo();
+    expect(await runCli(["doctor", "storage", "/nonexistent/ckpt", "--json"], missing.io)).toBe(2);
+    expect(JSON.parse(missing.out()).error.code).toBe("STORAGE_PROBE_NOT_A_DIRECTORY");
   });
 });

@@ -1,11 +1,18 @@
+import type { StorageProbeReport } from "@ckpt/manifest";
 import type { QualificationReport } from "@ckpt/object-store";
-import { table } from "../render.js";
-import type { CkptCommand } from "./registry.js";
+import type { CliIo } from "../io.js";
+import { paint, table } from "../render.js";
+import { resolveStoreDefaults, withCredentialsOption } from "../store-options.js";
+import type { CkptCommand, CkptCommandGroup } from "./registry.js";
 
-interface DoctorArgs {
-  check: "store";
+interface StoreArgs {
   uri: string;
   credentials?: string;
+}
+
+interface StorageArgs {
+  dir: string;
+  expect: "any" | "shared";
 }
 
 /** The human rendering of a qualification report: the destination, one row per check, a verdict. */
@@ -27,26 +34,15 @@ export function renderQualification(report: QualificationReport): string {
   return `${where}\n\n${table(["check", "result", "kind", "time", "detail"], rows)}\n\n${verdict}`;
 }
 
-export const doctorCommand: CkptCommand<DoctorArgs> = {
-  command: "doctor <check> <uri>",
-  describe: "Check that a destination can hold ckpt archives (conditional create, digests, multipart, ...)",
+export const doctorStoreCommand: CkptCommand<StoreArgs> = {
+  command: "store <uri>",
+  describe: "Qualify an object store for archives: conditional create, digests, multipart, list, delete",
   builder: (yargs) =>
-    yargs
-      .positional("check", {
-        type: "string",
-        choices: ["store"],
-        demandOption: true,
-        describe: "What to check: 'store' qualifies an object store with probe objects it removes afterwards",
-      })
+    withCredentialsOption(yargs)
       .positional("uri", {
         type: "string",
         demandOption: true,
         describe: "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/dir or memory://name",
-      })
-      .option("credentials", {
-        type: "string",
-        describe:
-          "JSON file {aws_access_key_id, aws_secret_access_key, endpoint_url, region_name} (the same as rl.upload.credentials)",
       })
       .example(
         "ckpt doctor store s3://ckpt-archive/runs --credentials credentials/archive.secret",
@@ -56,11 +52,11 @@ export const doctorCommand: CkptCommand<DoctorArgs> = {
         "ckpt doctor store file:///lustre/ckpt-archive --json",
         "qualify a shared filesystem, report as JSON",
       ),
-  async run(args) {
+  async run(args, io) {
     const { openStore, qualify } = await import("@ckpt/object-store");
-    const store = await openStore(args.uri, {
-      ...(args.credentials === undefined ? {} : { credentials: args.credentials }),
-    });
+    // Like every store-touching command: --credentials, then $CKPT_CREDENTIALS, then the config file.
+    const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
+    const store = await openStore(args.uri, credentials === undefined ? {} : { credentials });
     const report = await qualify(store);
     return {
       exitCode: report.qualified ? 0 : 1,
@@ -68,4 +64,75 @@ export const doctorCommand: CkptCommand<DoctorArgs> = {
       human: renderQualification(report),
     };
   },
+};
+
+/** The human rendering of a storage probe: the volume, one row per step, the tier's promise, the verdict. */
+export function renderStorageProbe(
+  report: StorageProbeReport,
+  verdict: { ok: boolean; reasons: readonly string[] },
+  io: Pick<CliIo, "color">,
+): string {
+  const fs = report.filesystem;
+  const where = `${report.dir}: ${fs.type}${fs.mountPoint === undefined ? "" : ` mounted at ${fs.mountPoint}`}${fs.source === undefined ? "" : ` from ${fs.source}`} (${fs.detectedBy})`;
+  const rows = report.steps.map((s) => [
+    s.name,
+    s.ok ? "ok" : "FAIL",
+    `${s.durationMs.toFixed(1)} ms`,
+    s.detail,
+  ]);
+  const tier = `${report.tier}${report.known ? "" : " (unknown filesystem type)"}: ${report.promise}`;
+  const head = verdict.ok ? paint(io, "green", "sound") : paint(io, "red", "NOT sound");
+  return [
+    where,
+    "",
+    table(["step", "result", "time", "detail"], rows),
+    "",
+    tier,
+    "",
+    verdict.ok ? `${head}: ckpt's commit sequence holds on this volume.` : `${head}:`,
+    ...verdict.reasons.map((r) => `  - ${r}`),
+  ].join("\n");
+}
+
+export const doctorStorageCommand: CkptCommand<StorageArgs> = {
+  command: "storage <dir>",
+  describe:
+    "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, shared-safe or shared-unsafe",
+  builder: (yargs) =>
+    yargs
+      .positional("dir", {
+        type: "string",
+        demandOption: true,
+        describe: "The directory checkpoints will be written to (a probe file is created and removed there)",
+      })
+      .option("expect", {
+        choices: ["any", "shared"] as const,
+        default: "any" as const,
+        describe: "shared: also fail on a local volume (several nodes must read what is written)",
+      })
+      .example(
+        "ckpt doctor storage /lustre/ckpt",
+        "exit 0 when the volume is local or shared-safe and every step passed",
+      )
+      .example(
+        "ckpt doctor storage /mnt/shared/ckpt --expect shared --json",
+        "multi-node training: a local volume fails too; report as JSON",
+      ),
+  async run(args, io) {
+    const { probeStorage, storageVerdict } = await import("@ckpt/manifest");
+    const report = await probeStorage(args.dir);
+    const verdict = storageVerdict(report, args.expect);
+    return {
+      exitCode: verdict.ok ? 0 : 1,
+      report: { ok: verdict.ok, ...report, expect: args.expect, reasons: verdict.reasons },
+      human: renderStorageProbe(report, verdict, io),
+    };
+  },
+};
+
+/** `ckpt doctor ...`: qualify where checkpoints go before a run trusts it. */
+export const doctorGroup: CkptCommandGroup = {
+  command: "doctor <command>",
+  describe: "Qualify an object store (store) or a checkpoint volume (storage) before trusting it",
+  subcommands: [doctorStoreCommand, doctorStorageCommand],
 };

@@ -1,19 +1,27 @@
 import { artifactGroup } from "./artifact/index.js";
 import { demoCommand } from "./demo.js";
-import { doctorCommand } from "./doctor.js";
+import { doctorGroup } from "./doctor.js";
+import { estimateCommand } from "./estimate.js";
 import { evidenceCommand } from "./evidence.js";
+import { fingerprintCommand } from "./fingerprint.js";
 import { inspectCommand } from "./inspect.js";
+import { materializeHfCommand } from "./materialize-hf.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { storeGroup } from "./store/index.js";
+import { verifyCommand } from "./verify.js";
 
 /** Every top-level command, in the order `ckpt --help` lists them. */
 export const commands: readonly CommandEntry[] = [
   artifactGroup,
   storeGroup,
   inspectCommand,
+  verifyCommand,
+  fingerprintCommand,
   mergeCommand,
-  doctorCommand,
+  materializeHfCommand,
+  doctorGroup,
+  estimateCommand,
   demoCommand,
   evidenceCommand,
 ];

@@ -2,7 +2,9 @@ import { PassThrough } from "node:stream";
 import type { CliIo } from "../../src/io.js";
 
 /** A CliIo whose stdout and stderr are collected as text, for asserting on what a command printed. */
-export function captureIo(options: { interactive?: boolean; env?: NodeJS.ProcessEnv } = {}): {
+export function captureIo(
+  options: { interactive?: boolean; color?: boolean; env?: NodeJS.ProcessEnv } = {},
+): {
   io: CliIo;
   out: () => string;
   err: () => string;
@@ -15,7 +17,7 @@ export function captureIo(options: { interactive?: boolean; env?: NodeJS.Process
   stderr.on("data", (c) => (err += c));
   const interactive = options.interactive ?? false;
   return {
-    io: { stdout, stderr, interactive, color: false, env: options.env ?? {} },
+    io: { stdout, stderr, interactive, color: options.color ?? false, env: options.env ?? {} },
     out: () => out,
     err: () => err,
   };
