@@ -102,17 +102,24 @@ export const demoCommand: CkptCommand<DemoArgs> = {
           : `removed the demo's files from ${args.dir}; kept what the demo did not make: ${cleaned.left.join(", ")}`,
       };
     }
-    const { runDemo } = await import("../demo/run-demo.js");
+    const { DEMO_STEP_COUNT, runDemo } = await import("../demo/run-demo.js");
     await prepareDemoDir(args.dir);
     const progress = createProgress(io, "demo", { quiet: args.quiet || args.json, unit: "items" });
+    const steps = DEMO_STEP_COUNT;
+    let finished = 0;
     let report: DemoReport;
     try {
       report = await runDemo({
         dir: args.dir,
         fault: args.fault,
         onEvent: (event) => {
-          if (event.type === "step") progress.update(event.index, event.total, event.step.title);
-          else progress.update(event.done, event.total, `${event.label} iteration ${event.done}`);
+          // One bar over the demo's steps; a long step adds where it is within itself.
+          if (event.type === "step") {
+            finished = event.index;
+            progress.update(finished, event.total, event.step.title);
+          } else {
+            progress.update(finished, steps, `${event.label}: iteration ${event.done} of ${event.total}`);
+          }
         },
       });
     } finally {

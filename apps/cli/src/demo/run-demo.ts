@@ -127,6 +127,7 @@ const STEP_TITLES = [
   ["materialize", "materialize a Hugging Face directory from the merge"],
 ] as const;
 type StepId = (typeof STEP_TITLES)[number][0];
+export const DEMO_STEP_COUNT = STEP_TITLES.length;
 
 /** Runs the demo in a directory `prepareDemoDir` made ready. */
 export async function runDemo(options: DemoOptions): Promise<DemoReport> {
