@@ -3,6 +3,7 @@
 // steps that need it are skipped; nothing is simulated.
 import { readFile } from "node:fs/promises";
 import { basename, join, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { ResumeDecision } from "@ckpt/trainer-checkpoint-manager";
 import { DemoError } from "./errors.js";
 import { type DemoFault, type InjectedFault, tearComponent, truncateShard } from "./faults.js";
@@ -415,7 +416,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     return `${made.action} Hugging Face directory ${rel(paths.hfOut)} (shards, index, config and tokenizer from the base)`;
   });
 
-  report.inventory.push(...(await inventory(dir, paths, resumed, artifact?.dir, experts)));
+  const archivedModel = storeUri === undefined ? undefined : join(fileURLToPath(storeUri), "model.pt");
+  report.inventory.push(
+    ...(await inventory(dir, paths, done, resumed, artifact?.dir, archivedModel, experts)),
+  );
   report.ok = report.steps.every((s) => s.status !== "failed");
   report.complete = report.steps.every((s) => s.status === "ok");
   report.wall_ms = Date.now() - started;
@@ -457,8 +461,10 @@ async function digestRow(
 async function inventory(
   dir: string,
   paths: { base: string; stage: string; mergeOut: string; hfOut: string },
+  done: ReadonlySet<StepId>,
   resumed: TrainResult | undefined,
   artifactDir: string | undefined,
+  archivedModel: string | undefined,
   experts: readonly string[],
 ): Promise<InventoryRow[]> {
   const rows: (InventoryRow | undefined)[] = [];
@@ -476,8 +482,23 @@ async function inventory(
   if (artifactDir) {
     const manifest = join(artifactDir, ".posttrain-checkpoint-artifact.json");
     rows.push(
-      await digestRow(dir, "artifact manifest (payload released)", manifest, "receipt verified remotely"),
+      await digestRow(
+        dir,
+        done.has("prune") ? "artifact manifest (payload released)" : "artifact manifest",
+        manifest,
+        done.has("verify") ? "receipt verified against the archive" : "committed by the manager",
+      ),
     );
+    if (archivedModel && done.has("verify")) {
+      rows.push(
+        await digestRow(
+          dir,
+          "archived artifact model",
+          archivedModel,
+          "size and SHA-256 verified against the receipt",
+        ),
+      );
+    }
     const { readdir } = await import("node:fs/promises");
     try {
       const staged = await readdir(paths.stage);
