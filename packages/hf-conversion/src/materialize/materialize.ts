@@ -78,9 +78,10 @@ export interface MaterializeReport {
   readonly recovered: readonly string[];
   /** Things worth knowing that changed nothing (kept leftovers, ignored base entries, dtype changes). */
   readonly notes: readonly string[];
-  readonly verification: VerifyReport | undefined;
-  /** The archive staging this run used, and whether it is still there. */
-  readonly staging: { readonly dir: string; readonly removed: readonly string[] } | undefined;
+  /** null for a skip, or a publish under --no-verify. */
+  readonly verification: VerifyReport | null;
+  /** The archive staging this run fetched into, and what of it this run removed (null: nothing fetched). */
+  readonly staging: { readonly dir: string; readonly removed: readonly string[] } | null;
 }
 
 export type MaterializeEvent =
@@ -380,7 +381,7 @@ export async function* materializeHfIter(
   const staging =
     request.source.kind === "archive" && session.stagingDir !== undefined
       ? { dir: session.stagingDir, removed }
-      : undefined;
+      : null;
   yield { type: "done", report: { ...report!, staging } };
 }
 
@@ -491,14 +492,14 @@ class Run {
     action: MaterializeReport["action"],
     marker: MaterializedMarker,
     verification: VerifyReport | undefined,
-  ) {
+  ): Omit<MaterializeReport, "staging"> {
     return {
       action,
       out: this.options.out,
       marker,
       recovered: this.recovered,
       notes: this.notes,
-      verification,
+      verification: verification ?? null,
     };
   }
 

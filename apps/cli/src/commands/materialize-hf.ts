@@ -1,0 +1,202 @@
+import type { MaterializeReport, MaterializeRequest } from "@ckpt/hf-conversion";
+import { UsageError } from "../errors.js";
+import { createProgress } from "../progress.js";
+import { formatBytes } from "../render.js";
+import { resolveStoreDefaults, withCredentialsOption } from "../store-options.js";
+import type { CkptCommand } from "./registry.js";
+
+interface MaterializeArgs {
+  "ckpt-dir"?: string;
+  "artifact-uri"?: string;
+  base: string;
+  out: string;
+  "stage-dir"?: string;
+  "keep-staged": boolean;
+  credentials?: string;
+  "expect-tensors"?: number;
+  "min-tensors"?: number;
+  verify: boolean;
+  force: boolean;
+  "unified-chat-template": boolean;
+  "lock-wait-seconds"?: string;
+  quiet: boolean;
+  json: boolean;
+}
+
+/** `--lock-wait-seconds`: plain decimal seconds; `inf`, `nan` and anything else are bad usage. Pure. */
+export function parseLockWait(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  if (!/^\d+(\.\d+)?$/.test(text.trim())) {
+    throw new UsageError(
+      `--lock-wait-seconds ${JSON.stringify(text)} is not a finite number of seconds >= 0 (inf and nan are refused).`,
+    );
+  }
+  return Number(text);
+}
+
+function summary(report: MaterializeReport): string {
+  const m = report.marker;
+  const shards = m.shards.filter((s) => s.path.endsWith(".safetensors"));
+  const bytes = shards.reduce((n, s) => n + s.size, 0);
+  const source = `${m.source.source} (sha256 ${m.source.sha256.slice(0, 12)}…)`;
+  const head =
+    report.action === "skipped"
+      ? `skipped ${report.out}: already materialized from ${source}`
+      : `${report.action} ${report.out}: ${m.tensor_count} tensors in ${shards.length} shards (${formatBytes(bytes)}) from ${source}`;
+  const v = report.verification;
+  const verified =
+    report.action === "skipped"
+      ? []
+      : [
+          v?.tensorsVerified
+            ? `verified: ${v.probedTensors} copied tensors (${formatBytes(v.probedBytes)}) bit for bit, ${v.sampledExpertParts} expert matrices sampled`
+            : "tensors not probed (--no-verify); layout, count and sidecars checked",
+        ];
+  const staging = report.staging
+    ? [`staging ${report.staging.dir}: ${report.staging.removed.length > 0 ? "removed" : "kept"}`]
+    : [];
+  return [
+    head,
+    ...verified,
+    ...report.recovered.map((r) => `recovered: ${r}`),
+    ...report.notes.map((n) => `note: ${n}`),
+    ...staging,
+  ].join("\n");
+}
+
+export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
+  command: "materialize-hf",
+  describe:
+    "Convert a consolidated artifact's model.pt into a verified Hugging Face directory laid out like a base (staged, swapped in atomically)",
+  builder: (yargs) =>
+    withCredentialsOption(
+      yargs
+        .option("ckpt-dir", {
+          type: "string",
+          describe: "A committed checkpoint_artifacts/iter_* directory holding a consolidated model.pt",
+        })
+        .option("artifact-uri", {
+          type: "string",
+          describe: "An archived artifact (s3://, gs://, file://); fetched only when a build needs its bytes",
+        })
+        .option("base", {
+          type: "string",
+          demandOption: true,
+          describe:
+            "The Hugging Face base directory: index and shard layout, config.json, tokenizer/processor files",
+        })
+        .option("out", {
+          type: "string",
+          demandOption: true,
+          describe: "The Hugging Face directory to produce",
+        })
+        .option("stage-dir", {
+          type: "string",
+          describe:
+            "Where an archived artifact is fetched (default <out>.stage); only what this run created is removed",
+        })
+        .option("keep-staged", {
+          type: "boolean",
+          default: false,
+          describe: "Keep what this run fetched into the staging directory",
+        })
+        .option("expect-tensors", {
+          type: "number",
+          describe: "Exact number of output tensors (default: no exact count)",
+        })
+        .option("min-tensors", { type: "number", describe: "Fewest output tensors accepted (default 800)" })
+        .option("verify", {
+          type: "boolean",
+          default: true,
+          describe:
+            "Probe tensors against the source; --no-verify skips only that (layout, count and sidecars are still checked)",
+        })
+        .option("force", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Rebuild over a completed output of another request (or of this one); a leftover <out>.previous goes at the swap",
+        })
+        .option("unified-chat-template", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Write the processor's template (canonical form) into both chat_template.json and tokenizer_config.json",
+        })
+        .option("lock-wait-seconds", {
+          type: "string",
+          describe: "Wait this long for another materializer of the same --out (default 120; finite, >= 0)",
+        })
+        .example(
+          "ckpt materialize-hf --ckpt-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300",
+          "build the teacher directory (skips when it is already there for the same source and base)",
+        )
+        .example(
+          "ckpt materialize-hf --artifact-uri s3://bkt/.../checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300 --credentials creds.json --json",
+          "from an archive: the identity comes from the remote manifest; payloads are fetched only to build",
+        ),
+    ),
+  async run(args, io) {
+    const local = args["ckpt-dir"];
+    const uri = args["artifact-uri"];
+    if ((local === undefined) === (uri === undefined)) {
+      throw new UsageError("name the source with exactly one of --ckpt-dir or --artifact-uri.");
+    }
+    const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
+    const { materializeHfIter } = await import("@ckpt/hf-conversion");
+    let source: MaterializeRequest["source"];
+    if (uri !== undefined) {
+      const { openStore } = await import("@ckpt/object-store");
+      const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
+      source = {
+        kind: "archive",
+        uri,
+        store: await openStore(uri, credentials === undefined ? {} : { credentials }),
+      };
+    } else {
+      source = { kind: "local", ckptDir: local! };
+    }
+    const quiet = args.quiet || args.json;
+    const fetching = createProgress(io, "fetch", { quiet });
+    const converting = createProgress(io, "convert", { quiet });
+    let report: MaterializeReport | undefined;
+    let waited: string | undefined;
+    try {
+      for await (const event of materializeHfIter({
+        source,
+        base: args.base,
+        out: args.out,
+        ...(args["stage-dir"] === undefined ? {} : { stageDir: args["stage-dir"] }),
+        keepStaged: args["keep-staged"],
+        ...(args["expect-tensors"] === undefined ? {} : { expectTensors: args["expect-tensors"] }),
+        ...(args["min-tensors"] === undefined ? {} : { minTensors: args["min-tensors"] }),
+        verify: args.verify,
+        force: args.force,
+        unifiedChatTemplate: args["unified-chat-template"],
+        ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
+      })) {
+        if (event.type === "fetch" && event.event.type === "bytes") {
+          fetching.update(event.event.doneBytes, event.event.totalBytes, event.event.path);
+        } else if (event.type === "convert") {
+          fetching.finish();
+          converting.update(event.doneBytes, event.totalBytes, event.file);
+        } else if (event.type === "lock") {
+          waited = event.waitedFor;
+        } else if (event.type === "done") {
+          report = event.report;
+        }
+      }
+    } finally {
+      fetching.finish();
+      converting.finish();
+    }
+    if (report === undefined) throw new Error("materialize-hf ended without a report");
+    const human =
+      waited === undefined ? summary(report) : `${summary(report)}\nwaited for the lock held by ${waited}`;
+    return {
+      exitCode: 0,
+      report: { ok: true, ...report, lockWaitedFor: waited ?? null },
+      human,
+    };
+  },
+};

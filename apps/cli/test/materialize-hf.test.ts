@@ -1,0 +1,212 @@
+import { execFile } from "node:child_process";
+import { cp, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { ARTIFACT_MANIFEST_FILE, hashFile, serializeArtifactManifest } from "@ckpt/manifest";
+import { openStore } from "@ckpt/object-store";
+import { makeTempDir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parseLockWait } from "../src/commands/materialize-hf.js";
+import { runCli } from "../src/run.js";
+import { publishFixture } from "./helpers/archive-fixture.js";
+import { captureIo } from "./helpers/capture.js";
+
+const GENERATOR = join(import.meta.dirname, "..", "..", "..", "tools", "fixtures", "make_hf_fixtures.py");
+let root = "";
+let cleanup = async () => {};
+let base = "";
+let artifact = "";
+let other = "";
+
+async function artifactOf(model: string, dir: string): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  await cp(model, join(dir, "model.pt"));
+  const d = await hashFile(join(dir, "model.pt"));
+  await writeFile(
+    join(dir, ARTIFACT_MANIFEST_FILE),
+    serializeArtifactManifest({
+      schema: "posttrain.checkpoint-artifact.v1",
+      iteration: 300,
+      format: "consolidated",
+      logical_components: ["model"],
+      physical_components: [
+        { name: "model", kind: "file", path: "model.pt", size: d.size, sha256: d.sha256 },
+      ],
+    }),
+  );
+  return dir;
+}
+
+beforeAll(async () => {
+  ({ dir: root, cleanup } = await makeTempDir("ckpt-cli-materialize-"));
+  await promisify(execFile)("/usr/bin/python3", [
+    GENERATOR,
+    "--out",
+    join(root, "fx"),
+    "--kind",
+    "moe",
+    "--experts",
+    "2",
+    "--seed",
+    "31",
+  ]);
+  base = join(root, "fx", "base");
+  artifact = await artifactOf(
+    join(root, "fx", "experts", "expert_0", "model.pt"),
+    join(root, "a", "iter_000000300"),
+  );
+  other = await artifactOf(
+    join(root, "fx", "experts", "expert_1", "model.pt"),
+    join(root, "b", "iter_000000300"),
+  );
+}, 120_000);
+afterAll(() => cleanup());
+
+let n = 0;
+const out = () => join(root, "out", `t${n++}`);
+
+async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const c = captureIo();
+  const code = await runCli(args, c.io);
+  return { code, out: c.out(), err: c.err() };
+}
+
+describe("ckpt materialize-hf", () => {
+  it("builds, then skips the identical request, and prints what it did", async () => {
+    const dir = out();
+    const built = await cli([
+      "materialize-hf",
+      "--ckpt-dir",
+      artifact,
+      "--base",
+      base,
+      "--out",
+      dir,
+      "--min-tensors",
+      "0",
+    ]);
+    expect(built.code).toBe(0);
+    expect(built.out).toMatch(new RegExp(`^built ${dir}: \\d+ tensors in 2 shards`));
+    expect(built.out).toMatch(/verified: \d+ copied tensors .* bit for bit, \d+ expert matrices sampled/);
+    const again = await cli([
+      "materialize-hf",
+      "--ckpt-dir",
+      artifact,
+      "--base",
+      base,
+      "--out",
+      dir,
+      "--min-tensors",
+      "0",
+      "--json",
+    ]);
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.out)).toMatchObject({
+      ok: true,
+      action: "skipped",
+      out: dir,
+      marker: { tensors_verified: true },
+    });
+  });
+
+  it("exits 1 with the refusal for a completed output of another source, and 0 with --force", async () => {
+    const dir = out();
+    const args = ["materialize-hf", "--base", base, "--out", dir, "--min-tensors", "0"];
+    expect((await cli([...args, "--ckpt-dir", artifact])).code).toBe(0);
+    const refused = await cli([...args, "--ckpt-dir", other, "--json"]);
+    expect(refused.code).toBe(1);
+    expect(JSON.parse(refused.out).error).toMatchObject({ code: "MATERIALIZE_OUTPUT_MISMATCH" });
+    expect(JSON.parse(refused.out).error.message).toMatch(/^REFUSED: /);
+    const human = await cli([...args, "--ckpt-dir", other]);
+    expect(human.err).toMatch(/^ckpt: REFUSED: .* is a completed output of another request/);
+    expect((await cli([...args, "--ckpt-dir", other, "--force", "--no-verify", "--quiet"])).code).toBe(0);
+  });
+
+  it("applies the default --min-tensors 800 to a small model", async () => {
+    const r = await cli(["materialize-hf", "--ckpt-dir", artifact, "--base", base, "--out", out(), "--json"]);
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.out).error.message).toMatch(/fewer than --min-tensors 800/);
+  });
+
+  it("materializes from an archive, fetching into <out>.stage and removing what it fetched", async () => {
+    const uri = `file://${join(root, "archive", "checkpoint_artifacts", "iter_000000300")}`;
+    await publishFixture(await openStore(uri), new Uint8Array(await readFile(join(artifact, "model.pt"))));
+    const dir = out();
+    const r = await cli([
+      "materialize-hf",
+      "--artifact-uri",
+      uri,
+      "--base",
+      base,
+      "--out",
+      dir,
+      "--min-tensors",
+      "0",
+      "--json",
+    ]);
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.out);
+    expect(report).toMatchObject({
+      action: "built",
+      marker: { source: { source: uri } },
+      staging: { dir: join(`${dir}.stage`, "iter_000000300") },
+    });
+    const name = dir.split("/").at(-1)!;
+    expect((await readdir(join(dir, ".."))).filter((e) => e.startsWith(name))).toEqual([name]);
+    // The archive's descriptor decides the skip: nothing is fetched.
+    const again = await cli([
+      "materialize-hf",
+      "--artifact-uri",
+      uri,
+      "--base",
+      base,
+      "--out",
+      dir,
+      "--min-tensors",
+      "0",
+      "--json",
+    ]);
+    expect(JSON.parse(again.out)).toMatchObject({ action: "skipped", staging: null });
+  });
+
+  it.each([
+    [["--ckpt-dir", "x", "--artifact-uri", "file:///x"], /exactly one of --ckpt-dir or --artifact-uri/],
+    [[], /exactly one of --ckpt-dir or --artifact-uri/],
+    [["--ckpt-dir", "x", "--lock-wait-seconds", "inf"], /"inf" is not a finite number of seconds/],
+    [["--ckpt-dir", "x", "--lock-wait-seconds", "nan"], /inf and nan are refused/],
+    [["--ckpt-dir", "x", "--expect-tensors", "abc"], /--expect-tensors NaN is not a whole number/],
+  ])("exits 2 for bad usage %j", async (extra, message) => {
+    const r = await cli(["materialize-hf", "--base", base, "--out", out(), ...extra]);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(message);
+  });
+
+  it("parses --lock-wait-seconds as plain decimal seconds", () => {
+    expect(parseLockWait("0")).toBe(0);
+    expect(parseLockWait("2.5")).toBe(2.5);
+    expect(parseLockWait(undefined)).toBeUndefined();
+    for (const bad of ["-1", "Infinity", "1e3", ""])
+      expect(() => parseLockWait(bad)).toThrow(/inf and nan are refused/);
+  });
+
+  it("documents itself with examples", async () => {
+    const r = await cli(["materialize-hf", "--help"]);
+    expect(r.code).toBe(0);
+    for (const flag of [
+      "--ckpt-dir",
+      "--artifact-uri",
+      "--stage-dir",
+      "--keep-staged",
+      "--credentials",
+      "--expect-tensors",
+      "--min-tensors",
+      "--no-verify",
+      "--force",
+      "--unified-chat-template",
+      "--lock-wait-seconds",
+    ]) {
+      expect(r.out).toContain(flag);
+    }
+    expect(r.out).toContain("Examples:");
+  });
+});
