@@ -6,7 +6,6 @@ import { evidenceCommand } from "./evidence.js";
 import { fingerprintCommand } from "./fingerprint.js";
 import { inspectCommand } from "./inspect.js";
 import { materializeHfCommand } from "./materialize-hf.js";
-import { materializeHfCommand } from "./materialize-hf.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { storeGroup } from "./store/index.js";
@@ -19,7 +18,6 @@ export const commands: readonly CommandEntry[] = [
   inspectCommand,
   verifyCommand,
   fingerprintCommand,
-  materializeHfCommand,
   mergeCommand,
   materializeHfCommand,
   doctorGroup,
