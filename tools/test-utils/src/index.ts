@@ -13,6 +13,8 @@ export async function makeTempDir(
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */
 export const inCI = process.env.CI === "true" || process.env.CI === "1";
 
+export { localHubFetch } from "./hub-fetch.js";
+
 export {
   type S3TestEnv,
   type TestCredentials,

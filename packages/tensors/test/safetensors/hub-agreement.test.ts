@@ -3,7 +3,7 @@ import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseSafetensorsMetadata, type SafetensorsFileHeader } from "@huggingface/hub";
 import { openFileByteSource } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
+import { localHubFetch, makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   openHfDirectory,
@@ -12,36 +12,6 @@ import {
   writeSafetensors,
   writeShardedSafetensors,
 } from "../../src/index.js";
-
-/**
- * An independent check: @huggingface/hub's own safetensors parser reads the same files through a
- * `fetch` that serves a local directory the way the Hub does (HEAD, ranged GET with
- * Content-Range, ETag), and must agree with ours on every tensor and on the metadata.
- */
-function localHubFetch(root: string): typeof fetch {
-  return (async (input: string | URL | Request, init?: RequestInit) => {
-    const url = new URL(typeof input === "string" ? input : input instanceof URL ? input.href : input.url);
-    // /<owner>/<repo>/(resolve|raw)/<revision>/<path...>
-    const relative = url.pathname.split("/").slice(5).map(decodeURIComponent).join("/");
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(join(root, relative));
-    } catch {
-      return new Response(null, { status: 404, headers: { "X-Error-Code": "EntryNotFound" } });
-    }
-    if (init?.method === "HEAD") return new Response(null, { status: 200 });
-    const range = /^bytes=(\d+)-(\d*)$/.exec(new Headers(init?.headers).get("Range") ?? "");
-    if (range) {
-      const start = Number(range[1]);
-      const end = Math.min(range[2] ? Number(range[2]) : bytes.length - 1, bytes.length - 1);
-      return new Response(bytes.subarray(start, end + 1), {
-        status: 206,
-        headers: { "Content-Range": `bytes ${start}-${end}/${bytes.length}`, ETag: '"local"' },
-      });
-    }
-    return new Response(bytes, { status: 200, headers: { ETag: '"local"' } });
-  }) as typeof fetch;
-}
 
 let root = "";
 let cleanup: () => Promise<void> = async () => {};
