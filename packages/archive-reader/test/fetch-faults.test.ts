@@ -4,7 +4,7 @@ import { readStagedRecord } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryStore } from "@ckpt/object-store";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fetchArtifact, fetchArtifactIter } from "../src/index.js";
+import { type FetchReport, fetchArtifact, fetchArtifactIter } from "../src/index.js";
 import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
 
 const PREFIX = "proj/g/run/20260901120000/checkpoint_artifacts/iter_000000300";
@@ -18,19 +18,74 @@ const staged = (...p: string[]) => join(root, "iter_000000300", ...p);
 const gets = (store: MemoryStore) => store.calls.filter((c) => c.op === "get").map((c) => c.key);
 
 describe("fetch under faults (memory store)", () => {
-  it("refuses a truncated body for that file and does not mark the staging complete", async () => {
+  it("continues a body cut mid-stream in place, by a ranged GET from the bytes written, in the same run", async () => {
     const store = createMemoryStore({ prefix: PREFIX });
-    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
-    store.inject({ type: "truncateGet", key: "model.pt", bytes: 1000 });
-    await expect(fetchArtifact(store, root)).rejects.toMatchObject({
+    const artifact = makeArtifact({ model: bytes(4000, 2), trainer: bytes(300, 5) });
+    await putArchive(store, artifact);
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 1, bytes: 1000 });
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 2, bytes: 1500 });
+    const resumes: Array<{ from: number; attempt: number }> = [];
+    let report: FetchReport | undefined;
+    for await (const event of fetchArtifactIter(store, root, { resumeDelayMs: () => 0 })) {
+      if (event.type === "resume") resumes.push({ from: event.from, attempt: event.attempt });
+      if (event.type === "done") report = event.report;
+    }
+    expect(resumes).toEqual([
+      { from: 1000, attempt: 1 },
+      { from: 2500, attempt: 1 },
+    ]);
+    expect(report).toMatchObject({ resumedInPlace: 2, downloadedBytes: 4300 });
+    expect(gets(store).filter((k) => k === "model.pt")).toHaveLength(3);
+    expect(new Uint8Array(await readFile(staged("model.pt")))).toEqual(artifact.files.get("model.pt"));
+    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(true);
+  });
+
+  it("gives up after resumeRetries breaks without progress, keeping the .part for the next run", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    const artifact = makeArtifact({ model: bytes(4000, 2) });
+    await putArchive(store, artifact);
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 1, bytes: 1000 });
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 2, times: 100, bytes: 0 });
+    await expect(
+      fetchArtifact(store, root, { resumeRetries: 3, resumeDelayMs: () => 0 }),
+    ).rejects.toMatchObject({
       code: "READER_DOWNLOAD_MISMATCH",
       subject: "model.pt",
+      message: expect.stringContaining("ended after 1000 of 4000 bytes"),
     });
+    // The first GET, then three resumes in a row (the last two without progress): the fourth break ends it.
+    expect(gets(store).filter((k) => k === "model.pt")).toHaveLength(4);
+    expect((await stat(staged("model.pt.part"))).size).toBe(1000);
     expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
-    await expect(stat(staged("model.pt"))).rejects.toMatchObject({ code: "ENOENT" });
     await expect(stat(staged(".posttrain-checkpoint-artifact.json"))).rejects.toMatchObject({
       code: "ENOENT",
     });
+    store.clearFaults();
+    const report = await fetchArtifact(store, root);
+    expect(report.files[0]).toMatchObject({ path: "model.pt", action: "resumed" });
+    expect(report.downloadedBytes).toBe(3000);
+  });
+
+  it("with resumeRetries 0 fails at the first break", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 1, bytes: 1000 });
+    await expect(fetchArtifact(store, root, { resumeRetries: 0 })).rejects.toMatchObject({
+      code: "READER_DOWNLOAD_MISMATCH",
+    });
+    expect(gets(store).filter((k) => k === "model.pt")).toHaveLength(1);
+  });
+
+  it("does not resume bytes that are wrong: a digest mismatch after a resume discards the .part", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
+    store.inject({ type: "truncateGet", key: "model.pt", nth: 1, bytes: 1000 });
+    await store.put("model.pt", bytes(4000, 9)); // same size, other bytes than declared
+    await expect(fetchArtifact(store, root, { resumeDelayMs: () => 0 })).rejects.toMatchObject({
+      code: "READER_DOWNLOAD_MISMATCH",
+      message: expect.stringContaining("has sha256"),
+    });
+    await expect(stat(staged("model.pt.part"))).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("after a failure mid-fetch, a rerun downloads only the rest", async () => {

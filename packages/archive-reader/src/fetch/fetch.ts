@@ -45,6 +45,15 @@ export interface FetchOptions {
   readonly concurrency?: number;
   /** Bytes between two `bytes` events of one file (default 8 MiB; 0 reports every chunk). */
   readonly progressBytes?: number;
+  /**
+   * A download broken mid-stream (the connection reset or stalled, or the body ended early) is
+   * continued in place by a ranged GET from the bytes already in its `.part`, up to this many times
+   * in a row without progress (default 5, with a growing pause); then the fetch fails and a rerun
+   * resumes. 0 fails at the first break.
+   */
+  readonly resumeRetries?: number;
+  /** Pause before the n-th consecutive resume (default: 200 ms doubling to 5 s, jittered). */
+  readonly resumeDelayMs?: (attempt: number) => number;
 }
 
 export interface FetchedFile {
@@ -74,6 +83,8 @@ export interface FetchReport {
   readonly removed: readonly string[];
   /** Bytes transferred by this run. */
   readonly downloadedBytes: number;
+  /** Downloads broken mid-stream and continued in place by a ranged GET during this run. */
+  readonly resumedInPlace: number;
 }
 
 /** Progress of a fetch. The last event is always `done` with the report. */
@@ -99,6 +110,15 @@ export type FetchEvent =
     }
   | { readonly type: "file-start"; readonly path: string; readonly size: number; readonly resumeFrom: number }
   | {
+      /** A download broke mid-stream; it continues from `from` by a ranged GET after a pause. */
+      readonly type: "resume";
+      readonly path: string;
+      readonly from: number;
+      /** Consecutive breaks without progress so far (1-based). */
+      readonly attempt: number;
+      readonly reason: string;
+    }
+  | {
       readonly type: "bytes";
       readonly path: string;
       /** Bytes since the previous event of this file. */
@@ -112,6 +132,31 @@ export type FetchEvent =
   | { readonly type: "done"; readonly report: FetchReport };
 
 const DEFAULT_PROGRESS_BYTES = 8 * 1024 * 1024;
+const DEFAULT_RESUME_RETRIES = 5;
+
+/** Full-jitter backoff before the n-th consecutive resume: up to 200 ms, doubling, at most 5 s. */
+function defaultResumeDelay(attempt: number): number {
+  return Math.floor(Math.random() * Math.min(5_000, 200 * 2 ** (attempt - 1)));
+}
+
+/** A pause that ends early, with the abort error, when `signal` fires. */
+function pause(ms: number, signal: AbortSignal | undefined, subject: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(abortedError(subject, signal));
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortedError(subject, signal!));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
 /** Files downloaded at once: enough to fill a link with many shards, few enough for small nodes. */
 const DEFAULT_DOWNLOAD_CONCURRENCY = 4;
 /** Entries scanned below a staging directory; an artifact has at most a few thousand shards. */
@@ -223,14 +268,87 @@ interface DownloadContext {
   readonly signal: AbortSignal | undefined;
   readonly progressBytes: number;
   readonly totalBytes: number;
+  readonly resumeRetries: number;
+  readonly resumeDelayMs: (attempt: number) => number;
   doneBytes: number;
+  resumedInPlace: number;
+}
+
+/** Where a download stands: bytes in the `.part` (all hashed), and whether its bytes are wrong. */
+interface DownloadState {
+  written: number;
+  discard: boolean;
+}
+
+/**
+ * One GET of `file` from byte `state.written` on, appending to `handle` and `hash` and counting
+ * every chunk in `state` as it is written. Returns when the body ends (possibly short of the
+ * size); throws the store's error when it breaks, and a mismatch (marking `discard`) when it
+ * delivers too much.
+ */
+async function* streamFrom(
+  ctx: DownloadContext,
+  file: PlannedDownload,
+  handle: FileHandle,
+  hash: Hash,
+  state: DownloadState,
+): AsyncGenerator<FetchEvent> {
+  let body: AsyncIterable<Uint8Array>;
+  try {
+    body = await ctx.store.get(file.path, {
+      ...(state.written > 0 ? { range: { start: state.written } } : {}),
+      ...(ctx.signal === undefined ? {} : { signal: ctx.signal }),
+    });
+  } catch (error) {
+    if (error instanceof ObjectStoreError && error.code === "STORE_NOT_FOUND") {
+      throw new ArchiveReaderError(
+        "READER_REMOTE_INCOMPLETE",
+        `fetch ${ctx.uri}: ${file.path} is in the archive's inventory but the object is missing. The archive is damaged; publish the artifact again.`,
+        { kind: "refused", subject: file.path, cause: error },
+      );
+    }
+    throw error;
+  }
+  let pending = 0;
+  const progress = (): FetchEvent => {
+    const event: FetchEvent = {
+      type: "bytes",
+      path: file.path,
+      bytes: pending,
+      doneBytes: ctx.doneBytes,
+      totalBytes: ctx.totalBytes,
+    };
+    pending = 0;
+    return event;
+  };
+  for await (const chunk of body) {
+    if (ctx.signal?.aborted) throw abortedError(`fetch ${ctx.uri}: ${file.path}`, ctx.signal);
+    if (state.written + chunk.byteLength > file.size) {
+      state.discard = true;
+      throw mismatch(
+        ctx.uri,
+        file.path,
+        `has more than the ${file.size} bytes the inventory records`,
+        "The object changed after it was archived; the archive cannot be trusted.",
+      );
+    }
+    await writeAll(handle, chunk);
+    hash.update(chunk);
+    state.written += chunk.byteLength;
+    ctx.doneBytes += chunk.byteLength;
+    pending += chunk.byteLength;
+    if (pending >= ctx.progressBytes) yield progress();
+  }
+  if (pending > 0) yield progress();
 }
 
 /**
  * Downloads one file through `<path>.part`: continues an earlier `.part` by a ranged GET (its
  * bytes are hashed first, so the digest covers the whole file), checks size while streaming and
- * the digest at the end, fsyncs and renames. A body that ends early keeps the `.part` for the next
- * run; one that is too long or has another digest is removed.
+ * the digest at the end, fsyncs and renames. A body that breaks (a transient store error) or ends
+ * early is continued in place by another ranged GET from the bytes already written, up to
+ * `resumeRetries` times in a row without progress; after that the `.part` is kept for the next
+ * run. A body that is too long or has another digest is removed.
  */
 async function* downloadFile(ctx: DownloadContext, file: PlannedDownload): AsyncGenerator<FetchEvent> {
   const target = await insideStage(ctx.stagedDir, file.path);
@@ -250,75 +368,43 @@ async function* downloadFile(ctx: DownloadContext, file: PlannedDownload): Async
       0o644,
     );
   }
-  let written = file.resumeFrom;
   // A body that ends or fails early leaves a valid prefix for the next run; wrong bytes are discarded.
+  const state: DownloadState = { written: file.resumeFrom, discard: false };
   let verified = false;
-  let discard = false;
   try {
-    let body: AsyncIterable<Uint8Array>;
-    try {
-      body = await ctx.store.get(file.path, {
-        ...(file.resumeFrom > 0 ? { range: { start: file.resumeFrom } } : {}),
-        ...(ctx.signal === undefined ? {} : { signal: ctx.signal }),
-      });
-    } catch (error) {
-      if (error instanceof ObjectStoreError && error.code === "STORE_NOT_FOUND") {
-        throw new ArchiveReaderError(
-          "READER_REMOTE_INCOMPLETE",
-          `fetch ${ctx.uri}: ${file.path} is in the archive's inventory but the object is missing. The archive is damaged; publish the artifact again.`,
-          { kind: "refused", subject: file.path, cause: error },
-        );
+    let breaks = 0;
+    for (;;) {
+      const from = state.written;
+      let broken: unknown;
+      try {
+        yield* streamFrom(ctx, file, handle, hash, state);
+      } catch (error) {
+        if (!(error instanceof ObjectStoreError && error.kind === "transient") || ctx.signal?.aborted)
+          throw error;
+        broken = error;
       }
-      throw error;
-    }
-    let pending = 0;
-    for await (const chunk of body) {
-      if (ctx.signal?.aborted) throw abortedError(`fetch ${ctx.uri}: ${file.path}`, ctx.signal);
-      if (written + chunk.byteLength > file.size) {
-        discard = true;
+      if (broken === undefined && state.written === file.size) break;
+      breaks = state.written > from ? 1 : breaks + 1;
+      const reason =
+        broken instanceof Error
+          ? broken.message
+          : `the body ended after ${state.written} of ${file.size} bytes`;
+      if (breaks > ctx.resumeRetries) {
+        if (broken !== undefined) throw broken;
         throw mismatch(
           ctx.uri,
           file.path,
-          `has more than the ${file.size} bytes the inventory records`,
-          "The object changed after it was archived; the archive cannot be trusted.",
+          `ended after ${state.written} of ${file.size} bytes`,
+          `Run the fetch again; it continues from ${file.path}${PART_SUFFIX}.`,
         );
       }
-      await writeAll(handle, chunk);
-      hash.update(chunk);
-      written += chunk.byteLength;
-      ctx.doneBytes += chunk.byteLength;
-      pending += chunk.byteLength;
-      if (pending >= ctx.progressBytes) {
-        yield {
-          type: "bytes",
-          path: file.path,
-          bytes: pending,
-          doneBytes: ctx.doneBytes,
-          totalBytes: ctx.totalBytes,
-        };
-        pending = 0;
-      }
-    }
-    if (pending > 0) {
-      yield {
-        type: "bytes",
-        path: file.path,
-        bytes: pending,
-        doneBytes: ctx.doneBytes,
-        totalBytes: ctx.totalBytes,
-      };
-    }
-    if (written < file.size) {
-      throw mismatch(
-        ctx.uri,
-        file.path,
-        `ended after ${written} of ${file.size} bytes`,
-        `Run the fetch again; it continues from ${file.path}${PART_SUFFIX}.`,
-      );
+      ctx.resumedInPlace++;
+      yield { type: "resume", path: file.path, from: state.written, attempt: breaks, reason };
+      await pause(ctx.resumeDelayMs(breaks), ctx.signal, `fetch ${ctx.uri}: ${file.path}`);
     }
     const digest = hash.digest("hex");
     if (digest !== file.sha256) {
-      discard = true;
+      state.discard = true;
       throw mismatch(
         ctx.uri,
         file.path,
@@ -329,9 +415,9 @@ async function* downloadFile(ctx: DownloadContext, file: PlannedDownload): Async
     await handle.sync();
     verified = true;
   } finally {
-    if (!verified && !discard) await handle.sync().catch(() => {});
+    if (!verified && !state.discard) await handle.sync().catch(() => {});
     await handle.close();
-    if (discard) await rm(part, { force: true });
+    if (state.discard) await rm(part, { force: true });
   }
   await rename(part, target);
   await fsyncDirectory(dirname(target));
@@ -433,7 +519,10 @@ export async function* fetchArtifactIter(
     signal,
     progressBytes: options.progressBytes ?? DEFAULT_PROGRESS_BYTES,
     totalBytes,
+    resumeRetries: Math.max(0, options.resumeRetries ?? DEFAULT_RESUME_RETRIES),
+    resumeDelayMs: options.resumeDelayMs ?? defaultResumeDelay,
     doneBytes: 0,
+    resumedInPlace: 0,
   };
   if (!plan.upToDate) {
     await mkdir(stagedDir, { recursive: true });
@@ -469,6 +558,7 @@ export async function* fetchArtifactIter(
       await done.catch(() => {});
     }
     ctx.doneBytes = work.doneBytes;
+    ctx.resumedInPlace = work.resumedInPlace;
     for (const file of plan.download) {
       files.push({
         path: file.path,
@@ -513,6 +603,7 @@ export async function* fetchArtifactIter(
       files,
       removed: plan.remove.filter((p) => !(p === ARTIFACT_MANIFEST_FILE && !plan.replacing)),
       downloadedBytes: ctx.doneBytes,
+      resumedInPlace: ctx.resumedInPlace,
     },
   };
 }
