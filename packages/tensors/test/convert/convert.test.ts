@@ -75,6 +75,15 @@ describe("dtype conversion against torch", () => {
     ).toEqual([]);
   });
 
+  it("F32 -> BF16 into an unaligned byte view gives the same bytes as into an aligned one", () => {
+    const aligned = new Uint8Array(input.length * 2);
+    f32ToBf16Bytes(input, aligned);
+    const backing = new Uint8Array(input.length * 2 + 1);
+    const unaligned = backing.subarray(1);
+    f32ToBf16Bytes(input, unaligned);
+    expect(Buffer.from(unaligned).equals(Buffer.from(aligned))).toBe(true);
+  });
+
   it("F32 -> F16 rounds to nearest even like torch, subnormals and overflow included", () => {
     const out = new Uint8Array(input.length * 2);
     f32ToF16Bytes(input, out);
