@@ -41,6 +41,7 @@ export class MergeKernel {
   private readonly acc = new Float32Array(BLOCK_ELEMENTS);
   private readonly base = new Float32Array(BLOCK_ELEMENTS);
   private readonly merged = new Float32Array(BLOCK_ELEMENTS);
+  private readonly mergedBits = new Uint32Array(this.merged.buffer);
   private readonly lam: number;
 
   constructor(
@@ -74,8 +75,11 @@ export class MergeKernel {
       for (let k = 0; k < this.experts; k++)
         toFloat32(experts[k]!.subarray(from, to), dtype, this.xs[k]!.subarray(0, n));
       if (base !== undefined) toFloat32(base.subarray(from, to), dtype, this.base.subarray(0, n));
+      // tv sums task vectors; avg sums the experts themselves and, with a base, describes task vectors after.
+      if (this.mode === "tv") this.subtractBase(n, stats);
       if (this.mode === "avg") this.average(n);
       else this.taskVectors(n);
+      if (this.mode === "avg" && base !== undefined) this.subtractBase(n, stats);
       encode(this.acc.subarray(0, n), dtype, out.subarray(from, to));
       // The values as written (rounded to the output dtype) are what the diagnostics describe.
       toFloat32(out.subarray(from, to), dtype, this.merged.subarray(0, n));
@@ -92,13 +96,10 @@ export class MergeKernel {
     }
     const divisor = xs.length;
     if (divisor > 1) for (let i = 0; i < n; i++) acc[i] = acc[i]! / divisor;
-    // With a base, the diagnostics describe task vectors: τₖ = xₖ − b (after the sum used xₖ).
-    if (this.withBase) this.subtractBase(n);
   }
 
   private taskVectors(n: number): void {
     const { acc, xs, base, lam } = this;
-    this.subtractBase(n);
     acc.set(xs[0]!.subarray(0, n));
     for (let k = 1; k < xs.length; k++) {
       const x = xs[k]!;
@@ -108,21 +109,30 @@ export class MergeKernel {
     else for (let i = 0; i < n; i++) acc[i] = base[i]! + Math.fround(lam * acc[i]!);
   }
 
-  private subtractBase(n: number): void {
+  /** τₖ = xₖ − b in place (rounded to F32, as torch's subtraction), adding Σ τₖ² to the stats on the way. */
+  private subtractBase(n: number, stats: TensorStats): void {
     const { base } = this;
-    for (const x of this.xs) for (let i = 0; i < n; i++) x[i] = x[i]! - base[i]!;
+    this.xs.forEach((x, k) => {
+      let sq = 0;
+      for (let i = 0; i < n; i++) {
+        const t = Math.fround(x[i]! - base[i]!);
+        x[i] = t;
+        sq += t * t;
+      }
+      stats.expertSq[k]! += sq;
+    });
   }
 
   private accumulateStats(n: number, stats: TensorStats): void {
     const { xs, merged, base } = this;
-    for (let i = 0; i < n; i++) if (!Number.isFinite(merged[i]!)) stats.nonFinite++;
+    const bits = this.mergedBits;
+    let nonFinite = 0;
+    for (let i = 0; i < n; i++) if ((bits[i]! & 0x7f800000) === 0x7f800000) nonFinite++;
+    stats.nonFinite += nonFinite;
     if (this.withBase) {
       let pair = 0;
       for (let j = 0; j < xs.length; j++) {
         const a = xs[j]!;
-        let sq = 0;
-        for (let i = 0; i < n; i++) sq += a[i]! * a[i]!;
-        stats.expertSq[j]! += sq;
         for (let k = j + 1; k < xs.length; k++) {
           const b = xs[k]!;
           let dot = 0;
