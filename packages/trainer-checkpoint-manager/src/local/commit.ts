@@ -43,8 +43,11 @@ function commitFailed(what: string, error: unknown): ManagerError {
   });
 }
 
-/** Describes a full (sub-)checkpoint, makes it durable and writes its description last. */
-async function describeAndSeal(
+/**
+ * Describes a full (sub-)checkpoint, makes its payload durable and writes its description. The
+ * directory is fsynced afterwards (`sealDirectory`), covering the payload entries and the description.
+ */
+async function describeAndWrite(
   dir: string,
   iteration: number,
   format: CheckpointFormat,
@@ -54,24 +57,33 @@ async function describeAndSeal(
   await fsyncDescribed(dir, described);
   const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
   try {
-    const written = await writeFileAtomic(path, checkpointDescription.serialize(described.manifest));
+    const bytes = checkpointDescription.serialize(described.manifest);
+    const written = await writeFileAtomic(path, bytes, { fsyncDirectory: false });
     return { path, sha256: written.sha256, bytes: described.bytes };
   } catch (error) {
     throw commitFailed(`write ${path}`, error);
   }
 }
 
+async function sealDirectory(dir: string): Promise<void> {
+  try {
+    await fsyncDirectory(dir);
+  } catch (error) {
+    throw commitFailed(`fsync ${dir}`, error);
+  }
+}
+
+/** Writes the validation record; `seal: false` leaves the directory fsync to the caller. */
 export async function writeValidationState(
   iterDir: string,
   iteration: number,
   state: ValidationState,
+  seal = true,
 ): Promise<void> {
   const path = join(iterDir, VALIDATION_STATE_FILE);
   try {
-    await writeFileAtomic(
-      path,
-      validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state }),
-    );
+    const bytes = validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state });
+    await writeFileAtomic(path, bytes, { fsyncDirectory: seal });
   } catch (error) {
     throw commitFailed(`write ${path}`, error);
   }
@@ -112,30 +124,34 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
   const { iterDir, iteration, format, producer } = request;
   let record: CommitRecord;
   if (request.roles === undefined) {
-    record = await describeAndSeal(iterDir, iteration, format, producer);
+    record = await describeAndWrite(iterDir, iteration, format, producer);
   } else {
     let bytes = 0;
-    for (const role of request.roles.names)
-      bytes += (await describeAndSeal(join(iterDir, role), iteration, format, producer)).bytes;
+    for (const role of request.roles.names) {
+      const roleDir = join(iterDir, role);
+      bytes += (await describeAndWrite(roleDir, iteration, format, producer)).bytes;
+      await sealDirectory(roleDir);
+    }
     const roles: Record<string, { optimizer_step: number }> = {};
     for (const role of request.roles.names)
       roles[role] = { optimizer_step: request.roles.commits[role]!.optimizerStep };
     const path = join(iterDir, MULTI_ROLE_SUCCESS_FILE);
     try {
-      await fsyncDirectory(iterDir);
       const bytesOut = serializeMultiRoleSuccess({
         schema: MULTI_ROLE_SUCCESS_SCHEMA,
         iteration,
         roles,
         ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),
       });
-      const written = await writeFileAtomic(path, bytesOut);
+      const written = await writeFileAtomic(path, bytesOut, { fsyncDirectory: false });
       record = { path, sha256: written.sha256, bytes };
     } catch (error) {
       throw commitFailed(`write ${path}`, error);
     }
   }
-  if (request.pending) await writeValidationState(iterDir, iteration, "evaluation_pending");
+  if (request.pending) await writeValidationState(iterDir, iteration, "evaluation_pending", false);
+  // One fsync makes the payload entries, the description (or _SUCCESS) and the record durable together.
+  await sealDirectory(iterDir);
   return record;
 }
 
