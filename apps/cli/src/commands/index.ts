@@ -8,6 +8,8 @@ import { inspectCommand } from "./inspect.js";
 import { materializeHfCommand } from "./materialize-hf.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
+import { resumableCommand } from "./resumable.js";
+import { runGroup } from "./run-status.js";
 import { storeGroup } from "./store/index.js";
 import { verifyCommand } from "./verify.js";
 
@@ -24,4 +26,6 @@ export const commands: readonly CommandEntry[] = [
   estimateCommand,
   demoCommand,
   evidenceCommand,
+  runGroup,
+  resumableCommand,
 ];

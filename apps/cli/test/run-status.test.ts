@@ -1,0 +1,171 @@
+// `ckpt run status <attempt-dir>` on run attempts the checkpoint manager wrote for real: the demo
+// trainer (cadence saves, retention, a model-only validation artifact, an interrupted save) and a
+// manager holding a full checkpoint whose validation is pending.
+import { lstat, mkdir, readdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { makeTempDir } from "@ckpt/test-utils";
+import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { train, type TrainResult } from "../src/demo/train.js";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+interface Status {
+  ok: boolean;
+  pointer: { state: string; iteration?: number };
+  resume: { decision: string; iteration?: number; code?: string; reason: string };
+  checkpoints: Array<{
+    iteration: number;
+    latest: boolean;
+    pastPointer: boolean;
+    complete: boolean;
+    components: Array<{ name: string; path: string; kind: string; present: boolean; bytes: number }>;
+    bytes: number;
+    hasOptimizer: boolean;
+    upload: string;
+    validation: string | null;
+  }>;
+  artifacts: Array<{ iteration: number; components: string[]; bytes: number; local: string }>;
+  pendingValidation: Array<{ iteration: number; state: string }>;
+  problems: Array<{ code: string }>;
+}
+
+async function status(dir: string): Promise<{ code: number; report: Status; human: string }> {
+  const json = captureIo();
+  const code = await runCli(["run", "status", dir, "--json"], json.io);
+  const human = captureIo();
+  expect(await runCli(["run", "status", dir], human.io)).toBe(code);
+  return { code, report: JSON.parse(json.out()) as Status, human: human.out() };
+}
+
+const common = { steps: 30, saveEvery: 10, keepModelLast: 0, initSeed: 1, taskSeed: 2, dataSeed: 3 };
+let tmp: { dir: string; cleanup: () => Promise<void> };
+let run: TrainResult;
+beforeAll(async () => {
+  tmp = await makeTempDir("ckpt-cli-run-status-");
+  run = await train({
+    ...common,
+    outputRoot: join(tmp.dir, "a"),
+    name: "main",
+    keepOptimLast: 1,
+    validateAt: [15],
+  });
+});
+afterAll(() => tmp.cleanup());
+
+describe("ckpt run status", () => {
+  it("lists checkpoints newest first with components, sizes, pointer and the resume decision", async () => {
+    const { code, report, human } = await status(run.attemptDir);
+    expect(code).toBe(0);
+    expect(report.ok).toBe(true);
+    expect(report.pointer).toMatchObject({ state: "present", iteration: 30 });
+    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 30 });
+    expect(report.resume.reason).toContain("latest complete checkpoint");
+    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.complete, c.hasOptimizer])).toEqual([
+      [30, true, true, true],
+      [20, false, false, false], // keep_optim_last=1 released its optimizer state
+      [10, false, false, false],
+    ]);
+    const newest = report.checkpoints[0]!;
+    for (const c of newest.components)
+      expect([c.present, c.bytes]).toEqual([true, (await lstat(c.path)).size]);
+    expect(report.checkpoints[1]!.components.find((c) => c.name === "optim")).toMatchObject({
+      present: false,
+    });
+    expect(newest.bytes).toBe(newest.components.reduce((s, c) => s + c.bytes, 0));
+    expect(newest.components.map((c) => c.name)).toEqual(
+      expect.arrayContaining(["model", "optim", "trainer"]),
+    );
+    expect(report.artifacts).toEqual([
+      expect.objectContaining({ iteration: 15, components: ["model"], local: "yes" }),
+    ]);
+    expect(report.artifacts[0]!.bytes).toBeGreaterThan(0);
+    expect(report.pendingValidation).toEqual([]);
+    const lines = human.split("\n");
+    expect(lines[0]).toBe(run.attemptDir);
+    expect(lines[1]).toBe("latest_checkpoint.txt: iteration 30");
+    expect(lines[2]).toMatch(/^resume=auto would pick: iteration 30 \(/);
+    expect(human).toMatch(/checkpoint\s+state\s+components\s+size\s+upload\s+validation/);
+    expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
+    expect(human).toMatch(/\n\s+20\s+not resumable\s+model,optim\(missing\),trainer\s/);
+    expect(human).toContain("iteration 20: optim.pt is missing");
+    expect(human).toMatch(/\n\s+15\s+model\s+/);
+    expect(human).toContain("no problems");
+  });
+
+  it("shows a save that never committed past the pointer, and resume staying on the pointer", async () => {
+    const outputRoot = join(tmp.dir, "b");
+    await train({ ...common, steps: 10, outputRoot, name: "cut", keepOptimLast: 0 });
+    const crash = new Error("simulated crash inside the save of iteration 20");
+    const cut = train({
+      ...common,
+      steps: 20,
+      outputRoot,
+      name: "cut",
+      keepOptimLast: 0,
+      pauseInSaveAt: {
+        iteration: 20,
+        pause: async () => {
+          throw crash;
+        },
+      },
+    });
+    await expect(cut).rejects.toBe(crash);
+    const runDir = join(outputRoot, "demo", "mlp", "cut");
+    const [runTs] = await readdir(runDir);
+    const dir = join(runDir, runTs!);
+    const { report, human } = await status(dir);
+    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
+    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.pastPointer])).toEqual([
+      [20, false, true],
+      [10, true, false],
+    ]);
+    expect(human).toMatch(/\n\s+20\s+not committed\s+/);
+  });
+
+  it("reports a full checkpoint whose validation is pending", async () => {
+    const outputRoot = join(tmp.dir, "c");
+    const manager = await CheckpointManager.open({
+      config: parseManagerConfig({ save_every: 0, save_async: false, validation: { save_checkpoint: true } })
+        .config,
+      outputRoot,
+      project: "p",
+      group: "g",
+      name: "val",
+      termination: { sentinelPath: null, signals: false },
+    });
+    const plan = manager.planSave(5, { validation: true })!;
+    expect(plan.validation).toBe("pending");
+    const session = await manager.beginSave(5, plan);
+    for (const name of ["model", "optim", "trainer"] as const) await writeFile(session.targets[name]!, name);
+    await manager.commitSave(session);
+    await manager.finalize();
+    const { code, report, human } = await status(manager.attemptDir);
+    expect(code).toBe(0);
+    expect(report.pendingValidation).toEqual([{ iteration: 5, state: "evaluation_pending" }]);
+    expect(report.checkpoints[0]!.validation).toBe("evaluation_pending");
+    expect(human).toContain("pending validation: iteration 5 (evaluation_pending)");
+  });
+
+  it("exit 1 with the refusal when resume=auto would refuse (a damaged pointer)", async () => {
+    const outputRoot = join(tmp.dir, "d");
+    const damaged = await train({ ...common, steps: 10, outputRoot, name: "bad", keepOptimLast: 0 });
+    await writeFile(join(damaged.attemptDir, "checkpoints", "latest_checkpoint.txt"), "garbage\n");
+    const { code, report, human } = await status(damaged.attemptDir);
+    expect(code).toBe(1);
+    expect(report.ok).toBe(false);
+    expect(report.pointer.state).toBe("invalid");
+    expect(report.resume).toMatchObject({ decision: "refused", code: "MANAGER_RESUME_POINTER_INVALID" });
+    expect(human).toContain("resume=auto would pick: REFUSED MANAGER_RESUME_POINTER_INVALID");
+  });
+
+  it("exit 2 for a directory that is not a run attempt, or no directory", async () => {
+    const plain = join(tmp.dir, "plain");
+    await mkdir(plain, { recursive: true });
+    const c = captureIo();
+    expect(await runCli(["run", "status", plain], c.io)).toBe(2);
+    expect(c.err()).toContain("neither checkpoints/ nor checkpoint_artifacts/");
+    const d = captureIo();
+    expect(await runCli(["run", "status", join(tmp.dir, "absent")], d.io)).toBe(2);
+  });
+});
