@@ -31,7 +31,7 @@ describe("client libraries load on first use", () => {
     expect(loaded).toEqual({ s3: 0, gcs: 0 });
   });
 
-  it("opening an s3:// or gs:// store loads nothing either; its first request loads its SDK once", async () => {
+  it("opening an s3:// or gs:// store loads nothing either; its first SDK request loads its SDK once", async () => {
     const { openStore } = await import("../src/index.js");
     const closed = "http://127.0.0.1:1"; // nothing listens: requests fail fast, after the load
     const s3 = await openStore("s3://bucket/prefix", {
@@ -47,8 +47,16 @@ describe("client libraries load on first use", () => {
       retry: { retries: 0 },
     });
     expect(loaded).toEqual({ s3: 0, gcs: 0 });
+    // With keys in hand, a HEAD is a plain signed request: still no SDK.
     await expect(s3.head("k")).rejects.toMatchObject({ name: "ObjectStoreError" });
-    await expect(s3.head("k")).rejects.toMatchObject({ name: "ObjectStoreError" });
+    expect(loaded).toEqual({ s3: 0, gcs: 0 });
+    const drain = async () => {
+      for await (const _ of s3.list("")) {
+        // nothing is listed: the endpoint is closed
+      }
+    };
+    await expect(drain()).rejects.toMatchObject({ name: "ObjectStoreError" });
+    await expect(drain()).rejects.toMatchObject({ name: "ObjectStoreError" });
     expect(loaded).toEqual({ s3: 1, gcs: 0 });
     await expect(gs.head("k")).rejects.toMatchObject({ name: "ObjectStoreError" });
     expect(loaded).toEqual({ s3: 1, gcs: 1 });

@@ -41,6 +41,14 @@ import type {
 import { loadS3Sdk, resolveS3Endpoint, type S3Dialect, type S3Sdk, s3ClientConfig } from "./client.js";
 import { errorNameOf, httpStatusOf, isNotFound, isPreconditionFailed, toStoreError } from "./errors.js";
 import { gcsConditionalPut } from "./gcs-xml.js";
+import {
+  isVirtualHostable,
+  metadataOf,
+  sendWire,
+  type WireCredentials,
+  type WireTarget,
+  wireAgent,
+} from "./wire.js";
 
 export interface S3StoreOptions {
   readonly bucket: string;
@@ -83,6 +91,8 @@ interface Sdk {
 
 interface Ctx extends RemoteContext {
   readonly load: () => Promise<Sdk>;
+  /** Plain signed HTTP for the requests of an upload (see wire.ts). */
+  readonly wire: WireTarget;
   readonly parts: PartBuffers;
   readonly bucket: string;
   readonly prefix: string;
@@ -90,6 +100,17 @@ interface Ctx extends RemoteContext {
   readonly endpoint: string | undefined;
   readonly region: string;
   readonly now: () => Date;
+}
+
+/** The same, as the headers of a plain request. */
+function wireHeaders(
+  metadata: Record<string, string>,
+  options: PutOptions | undefined,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(metadata)) headers[`x-amz-meta-${name}`] = value;
+  if (options?.contentType !== undefined) headers["content-type"] = options.contentType;
+  return headers;
 }
 
 /** The user metadata and content type every write request carries. */
@@ -100,24 +121,6 @@ function objectHeaders(metadata: Record<string, string>, options: PutOptions | u
   };
 }
 
-function infoFromHead(
-  key: string,
-  head: {
-    ContentLength?: number;
-    ETag?: string;
-    LastModified?: Date;
-    Metadata?: Record<string, string>;
-  },
-): ObjectInfo {
-  return {
-    key,
-    size: head.ContentLength ?? 0,
-    ...infoMetadata(head.Metadata ?? {}),
-    ...(head.ETag === undefined ? {} : { etag: head.ETag }),
-    ...(head.LastModified === undefined ? {} : { lastModified: head.LastModified }),
-  };
-}
-
 function putInfo(key: string, size: number, metadata: Record<string, string>, etag?: string): ObjectInfo {
   return { key, size, ...infoMetadata(metadata), ...(etag === undefined ? {} : { etag }) };
 }
@@ -125,15 +128,20 @@ function putInfo(key: string, size: number, metadata: Record<string, string>, et
 async function head(ctx: Ctx, key: string, call?: CallOptions): Promise<ObjectInfo | undefined> {
   const name = objectName(ctx, key);
   const subject = `${ctx.uri}/${key}`;
-  const { sdk, client } = await ctx.load();
-  return retrying(ctx, "head", subject, call, async (abortSignal) => {
+  return retrying(ctx, "head", subject, call, async (signal) => {
     try {
-      const out = await client.send(new sdk.HeadObjectCommand({ Bucket: ctx.bucket, Key: name }), {
-        abortSignal,
-      });
-      return infoFromHead(key, out);
+      const { headers } = await sendWire(ctx.wire, { method: "HEAD", name, signal });
+      const lastModified = headers["last-modified"];
+      return {
+        key,
+        size: Number(headers["content-length"] ?? 0),
+        ...infoMetadata(metadataOf(headers)),
+        ...(headers.etag === undefined ? {} : { etag: headers.etag }),
+        ...(lastModified === undefined ? {} : { lastModified: new Date(lastModified) }),
+      };
     } catch (error) {
-      if (isNotFound(error) && errorNameOf(error) !== "NoSuchBucket") return undefined;
+      // A HEAD has no error document: a missing bucket is a 404 too, as through the SDK.
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   });
@@ -223,27 +231,21 @@ interface Upload {
  */
 async function singlePut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   const { key, name, subject, body, size, metadata, options } = upload;
-  const { sdk, client } = await ctx.load();
-  const request = (Body: Buffer | Readable) =>
-    new sdk.PutObjectCommand({
-      Bucket: ctx.bucket,
-      Key: name,
-      Body,
-      ContentLength: size,
-      ...objectHeaders(metadata, options),
-    });
-  let out: { ETag?: string };
+  const headers = wireHeaders(metadata, options);
+  let etag: string | string[] | undefined;
   if (typeof body === "object" && "path" in body) {
     const path = body.path;
-    out = await retrying(ctx, "put", subject, options, async (abortSignal) => {
+    etag = await retrying(ctx, "put", subject, options, async (signal) => {
       const source = verifiedFileStream(path, size, metadata.sha256, subject);
-      // A failed check ends the body short: cut the request, which would wait for the rest.
-      const cut = new AbortController();
-      source.stream.once("error", () => cut.abort());
       try {
-        return await client.send(request(source.stream), {
-          abortSignal: AbortSignal.any([abortSignal, cut.signal]),
+        const out = await sendWire(ctx.wire, {
+          method: "PUT",
+          name,
+          headers,
+          body: { stream: source.stream, length: size },
+          signal,
         });
+        return out.headers.etag;
       } catch (error) {
         throw source.failure() ?? error;
       } finally {
@@ -256,12 +258,13 @@ async function singlePut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
       const digest = createHash("sha256").update(held).digest("hex");
       if (digest !== metadata.sha256) throw digestMismatch(subject, digest, metadata.sha256);
     }
-    out = await retrying(ctx, "put", subject, options, (abortSignal) =>
-      client.send(request(held), { abortSignal }),
-    );
+    etag = await retrying(ctx, "put", subject, options, async (signal) => {
+      const out = await sendWire(ctx.wire, { method: "PUT", name, headers, body: held, signal });
+      return out.headers.etag;
+    });
   }
   options?.onProgress?.(size);
-  return putInfo(key, size, metadata, out.ETag);
+  return putInfo(key, size, metadata, typeof etag === "string" ? etag : undefined);
 }
 
 /** `promise`, or a STORE_ABORTED rejection as soon as `signal` fires (the promise is left to settle). */
@@ -286,8 +289,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: stri
 /**
  * Parts are read in order into buffers lent by the store's shared {@link PartBuffers} (so memory
  * stays bounded however many uploads run), hashed in that order for the whole-object digest, and
- * uploaded `concurrency` at a time as streams, which the SDK sends unsigned instead of hashing
- * every part a second time (a Buffer body it would hash to sign). The
+ * uploaded `concurrency` at a time, unsigned (nothing hashes a part a second time). The
  * upload is completed only when the digest of every byte sent matches; otherwise it is aborted.
  */
 async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
@@ -350,39 +352,37 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
         }
         const partNumber = nextNumber++;
         const data = part.bytes;
-        let out: { ETag?: string };
+        let etag: string | string[] | undefined;
         try {
-          out = await retrying(
+          etag = await retrying(
             ctx,
             `upload part ${partNumber} of`,
             subject,
             { signal, timeoutMs: options?.timeoutMs ?? ctx.timeoutMs },
-            (abortSignal) =>
-              client.send(
-                new sdk.UploadPartCommand({
-                  Bucket: ctx.bucket,
-                  Key: name,
-                  UploadId: uploadId,
-                  PartNumber: partNumber,
-                  Body: Readable.from([data]),
-                  ContentLength: data.byteLength,
-                }),
-                { abortSignal },
-              ),
+            async (attemptSignal) => {
+              const out = await sendWire(ctx.wire, {
+                method: "PUT",
+                name,
+                query: { partNumber: String(partNumber), uploadId },
+                body: data,
+                signal: attemptSignal,
+              });
+              return out.headers.etag;
+            },
           );
         } catch (error) {
           part.discard();
           throw error;
         }
         part.release();
-        if (out.ETag === undefined) {
+        if (typeof etag !== "string") {
           throw new ObjectStoreError(
             "STORE_REQUEST_FAILED",
             `put ${subject}: part ${partNumber} was accepted without an ETag.`,
             { subject },
           );
         }
-        parts.push({ PartNumber: partNumber, ETag: out.ETag });
+        parts.push({ PartNumber: partNumber, ETag: etag });
         sent += data.byteLength;
         options?.onProgress?.(sent);
       }
@@ -542,11 +542,25 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
   const { prefix, uri } = bucketLocation("s3", options.bucket, options.prefix);
   // Built (and the credentials checked) now; the client itself only once the SDK is loaded.
   const config = s3ClientConfig(resolved, options.credentials);
+  const load = lazy(async () => {
+    const sdk = await loadS3Sdk();
+    return { sdk, client: options.client ?? new sdk.S3Client(config) };
+  });
+  const endpoint = new URL(config.endpoint as string);
+  const keys = config.credentials as WireCredentials | undefined;
   const ctx: Ctx = {
-    load: lazy(async () => {
-      const sdk = await loadS3Sdk();
-      return { sdk, client: options.client ?? new sdk.S3Client(config) };
-    }),
+    load,
+    wire: {
+      endpoint,
+      bucket: options.bucket,
+      virtualHost: resolved.dialect === "aws" && isVirtualHostable(options.bucket),
+      region: resolved.region,
+      // Explicit keys sign directly; otherwise the SDK's default chain resolves (and refreshes) them.
+      credentials:
+        keys === undefined ? async () => (await load()).client.config.credentials() : async () => keys,
+      agent: wireAgent(endpoint),
+      now: options.now ?? (() => new Date()),
+    },
     parts: new PartBuffers(options.partBufferBytes ?? DEFAULT_PART_BUFFER_BYTES),
     bucket: options.bucket,
     prefix,
