@@ -1,65 +1,26 @@
-import { execFile } from "node:child_process";
-import { cp, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
-import { ARTIFACT_MANIFEST_FILE, hashFile, serializeArtifactManifest } from "@ckpt/manifest";
 import { openStore } from "@ckpt/object-store";
-import { makeTempDir } from "@ckpt/test-utils";
+import { makeHfFixture, makeModelArtifact, makeTempDir, TORCH_FIXTURE_TIMEOUT_MS } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseLockWait } from "../src/commands/materialize-hf.js";
 import { runCli } from "../src/run.js";
 import { publishFixture } from "./helpers/archive-fixture.js";
 import { captureIo } from "./helpers/capture.js";
 
-const GENERATOR = join(import.meta.dirname, "..", "..", "..", "tools", "fixtures", "make_hf_fixtures.py");
 let root = "";
 let cleanup = async () => {};
 let base = "";
 let artifact = "";
 let other = "";
 
-async function artifactOf(model: string, dir: string): Promise<string> {
-  await mkdir(dir, { recursive: true });
-  await cp(model, join(dir, "model.pt"));
-  const d = await hashFile(join(dir, "model.pt"));
-  await writeFile(
-    join(dir, ARTIFACT_MANIFEST_FILE),
-    serializeArtifactManifest({
-      schema: "posttrain.checkpoint-artifact.v1",
-      iteration: 300,
-      format: "consolidated",
-      logical_components: ["model"],
-      physical_components: [
-        { name: "model", kind: "file", path: "model.pt", size: d.size, sha256: d.sha256 },
-      ],
-    }),
-  );
-  return dir;
-}
-
 beforeAll(async () => {
   ({ dir: root, cleanup } = await makeTempDir("ckpt-cli-materialize-"));
-  await promisify(execFile)("/usr/bin/python3", [
-    GENERATOR,
-    "--out",
-    join(root, "fx"),
-    "--kind",
-    "moe",
-    "--experts",
-    "2",
-    "--seed",
-    "31",
-  ]);
-  base = join(root, "fx", "base");
-  artifact = await artifactOf(
-    join(root, "fx", "experts", "expert_0", "model.pt"),
-    join(root, "a", "iter_000000300"),
-  );
-  other = await artifactOf(
-    join(root, "fx", "experts", "expert_1", "model.pt"),
-    join(root, "b", "iter_000000300"),
-  );
-}, 120_000);
+  const fixture = await makeHfFixture(join(root, "fx"), "moe", 2, 31);
+  base = fixture.base;
+  artifact = await makeModelArtifact(join(root, "a"), fixture.expert(0), { iteration: 300 });
+  other = await makeModelArtifact(join(root, "b"), fixture.expert(1), { iteration: 300 });
+}, TORCH_FIXTURE_TIMEOUT_MS);
 afterAll(() => cleanup());
 
 let n = 0;

@@ -13,6 +13,14 @@ export async function makeTempDir(
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */
 export const inCI = process.env.CI === "true" || process.env.CI === "1";
 
+export {
+  type HfFixture,
+  HF_FIXTURE_GENERATOR,
+  TORCH_FIXTURE_TIMEOUT_MS,
+  TORCH_PYTHON,
+  makeHfFixture,
+  makeModelArtifact,
+} from "./hf-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 
 export {
