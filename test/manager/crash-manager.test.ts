@@ -7,7 +7,8 @@
 // - the next run resumes where the rules say: the checkpoint the pointer names (retrying an open
 //   validation transaction), a fresh start, or the refusal to cold-restart over an artifact.
 // Rounds alternate between full checkpoints (save_async, validation transactions, retention) and
-// partial artifacts. Replay: CKPT_CRASH_SEED=<seed from the test name> [CKPT_CRASH_KILLS=n].
+// partial artifacts. A long local run can pin the package with CKPT_MANAGER_BUNDLE (see the child).
+// Replay: CKPT_CRASH_SEED=<seed from the test name> [CKPT_CRASH_KILLS=n].
 import { createHash } from "node:crypto";
 import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -19,7 +20,7 @@ import { componentBytes } from "./fixtures/component-bytes.mjs";
 const seed = crashSeed();
 const kills = crashKills(100);
 const SCRIPT = join(REPO_ROOT, "test", "manager", "fixtures", "save-loop.mjs");
-const STEPS = { full: 5, artifact: 3 } as const;
+const STEPS = { full: 10, artifact: 8 } as const;
 type Mode = keyof typeof STEPS;
 
 const bytesOf = componentBytes;
@@ -37,7 +38,10 @@ async function readOptional(path: string): Promise<Buffer | undefined> {
 async function attempts(outputRoot: string): Promise<string[]> {
   const runDir = join(outputRoot, "proj", "grp", "run");
   const names = await readdir(runDir).catch(() => [] as string[]);
-  return names.filter((n) => /^[0-9]{14}$/.test(n)).sort().map((n) => join(runDir, n));
+  return names
+    .filter((n) => /^[0-9]{14}$/.test(n))
+    .sort()
+    .map((n) => join(runDir, n));
 }
 
 /** What the next run must print first: its resume decision, or the refusal. */
@@ -47,7 +51,9 @@ type Expected =
   | { event: "refused" };
 
 /** Checks an attempt's pointer; returns the iteration it names and that checkpoint's open validation state. */
-async function checkPointer(attemptDir: string): Promise<{ iteration: number; validation: string | undefined } | undefined> {
+async function checkPointer(
+  attemptDir: string,
+): Promise<{ iteration: number; validation: string | undefined } | undefined> {
   const root = join(attemptDir, "checkpoints");
   const pointer = await readOptional(join(root, "latest_checkpoint.txt"));
   if (pointer === undefined) return undefined;
@@ -58,7 +64,8 @@ async function checkPointer(attemptDir: string): Promise<{ iteration: number; va
   for (const name of ["model", "optim", "trainer"]) {
     const bytes = await readOptional(join(dir, `${name}.pt`));
     if (bytes === undefined) throw new Error(`the pointer names ${dir}, which lacks ${name}.pt`);
-    if (!bytes.equals(bytesOf(name, iteration))) throw new Error(`the pointer names ${dir}, whose ${name}.pt is torn`);
+    if (!bytes.equals(bytesOf(name, iteration)))
+      throw new Error(`the pointer names ${dir}, whose ${name}.pt is torn`);
   }
   const description = JSON.parse((await readFile(join(dir, ".posttrain-checkpoint.json"))).toString()) as {
     iteration: number;
@@ -87,12 +94,15 @@ async function checkArtifacts(attemptDir: string, seen: Map<string, string>): Pr
     let fingerprint = sha256(manifestBytes);
     for (const c of manifest.physical_components) {
       const bytes = await readFile(join(dir, c.path));
-      if (sha256(bytes) !== c.sha256 || bytes.length !== c.size) throw new Error(`${dir}/${c.path} does not match its manifest`);
-      if (!bytes.equals(bytesOf(c.name, manifest.iteration))) throw new Error(`${dir}/${c.path} holds another step's bytes`);
+      if (sha256(bytes) !== c.sha256 || bytes.length !== c.size)
+        throw new Error(`${dir}/${c.path} does not match its manifest`);
+      if (!bytes.equals(bytesOf(c.name, manifest.iteration)))
+        throw new Error(`${dir}/${c.path} holds another step's bytes`);
       fingerprint += sha256(bytes);
     }
     const before = seen.get(dir);
-    if (before !== undefined && before !== fingerprint) throw new Error(`the committed artifact ${dir} was rewritten`);
+    if (before !== undefined && before !== fingerprint)
+      throw new Error(`the committed artifact ${dir} was rewritten`);
     seen.set(dir, fingerprint);
   }
   return committed;
@@ -130,9 +140,15 @@ describe("trainer checkpoint manager under SIGKILL", () => {
       if (newest === undefined) expected = { event: "resume", kind: "fresh" };
       else if (mode === "full") {
         const pointer = await checkPointer(newest);
-        expected = pointer === undefined ? { event: "resume", kind: "fresh" } : { event: "resume", kind: "checkpoint", ...pointer };
+        expected =
+          pointer === undefined
+            ? { event: "resume", kind: "fresh" }
+            : { event: "resume", kind: "checkpoint", ...pointer };
       } else {
-        expected = (await checkArtifacts(newest, seen)) > 0 ? { event: "refused" } : { event: "resume", kind: "fresh" };
+        expected =
+          (await checkArtifacts(newest, seen)) > 0
+            ? { event: "refused" }
+            : { event: "resume", kind: "fresh" };
       }
       return `${mode}:${label}`;
     };

@@ -81,6 +81,7 @@ export { SENTINEL_FILE, sentinelPathFor } from "./termination.js";
 
 // --- the manager
 export type {
+  CheckpointLocation,
   CommitOptions,
   CommitReport,
   ManagerEvent,

@@ -60,19 +60,17 @@ export interface ResumeFresh {
   readonly reason: string;
 }
 
-export interface ResumeCheckpoint {
-  readonly kind: "checkpoint";
-  /** `auto`: the latest complete checkpoint of this attempt; `explicit`: the configured `resume` path. */
-  readonly source: "auto" | "explicit";
+/** Where a checkpoint is and what it holds: shared by a probe's finding and a resume decision. */
+export interface CheckpointLocation {
   /** The iteration directory (a URI for a direct primary), or the legacy file itself. */
   readonly iterDir: string;
-  /** The iteration; undefined only for a legacy file whose trainer state names none. */
+  /** The iteration; undefined only for a legacy checkpoint that names none. */
   readonly iteration: number | undefined;
-  /** `legacy_file`: a single-file checkpoint; its one component is `components.model`... see `legacyFile`. */
+  /** `legacy_file`: a single-file checkpoint (net, ref, ema and optimizer in one `.pt`), see `legacyFile`. */
   readonly format: CheckpointFormat | "legacy_file";
   /** Where each component is (files, DCP directories ending in `/`, or URIs for remote DCP components). */
   readonly components: ResumeComponents;
-  /** The single-file legacy checkpoint (net, ref, ema and optimizer in one `.pt`). */
+  /** The single-file legacy checkpoint. */
   readonly legacyFile?: string;
   /** A multi-role boundary: each role's components and the optimizer counter it committed. */
   readonly roles?: Readonly<
@@ -82,6 +80,12 @@ export interface ResumeCheckpoint {
   readonly loopState?: Readonly<Record<string, LoopStateValue>>;
   /** SHA-256 of the checkpoint's manifest (description, control manifest, `_SUCCESS`, or the legacy file). */
   readonly manifestSha256?: string;
+}
+
+export interface ResumeCheckpoint extends CheckpointLocation {
+  readonly kind: "checkpoint";
+  /** `auto`: the latest complete checkpoint of this attempt; `explicit`: the configured `resume` path. */
+  readonly source: "auto" | "explicit";
   /** The checkpoint is in the validation transaction: re-run validation, or only retry its publication. */
   readonly validation?: Exclude<ValidationState, "published">;
   readonly reason: string;

@@ -1,22 +1,8 @@
-import type { CheckpointFormat, LoopStateValue } from "@ckpt/manifest";
 import { ManagerError } from "../errors.js";
-import type { ComponentTargets } from "../layout.js";
-import type { ResumeCheckpoint, ResumeDecision, ValidationState } from "../types.js";
+import type { CheckpointLocation, ResumeCheckpoint, ResumeDecision, ValidationState } from "../types.js";
 
 /** What a probe found at a checkpoint location. `problems` empty means complete. */
-export interface ProbedCheckpoint {
-  readonly iterDir: string;
-  /** From the iter_* segment, the manifest, or (legacy) the trainer state; undefined when none says. */
-  readonly iteration: number | undefined;
-  readonly format: CheckpointFormat | "legacy_file";
-  readonly components: ComponentTargets;
-  readonly legacyFile?: string;
-  readonly roles?: Readonly<
-    Record<string, { readonly components: ComponentTargets; readonly optimizerStep: number }>
-  >;
-  readonly loopState?: Readonly<Record<string, LoopStateValue>>;
-  /** SHA-256 of its manifest; undefined for a legacy directory that has none. */
-  readonly manifestSha256?: string;
+export interface ProbedCheckpoint extends CheckpointLocation {
   readonly validation?: ValidationState;
   /** Why it cannot be resumed (missing components, size mismatches, an unreadable manifest). */
   readonly problems: readonly string[];
