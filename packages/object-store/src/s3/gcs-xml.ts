@@ -1,6 +1,7 @@
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { GOOG4, sha256Hex, signingTimestamp, signRequest, uriEncode } from "./sigv4.js";
+import { readAnswer } from "./wire.js";
 
 /** What the GCS XML conditional PUT needs; the secret never leaves this module's signing step. */
 export interface GcsXmlPutInput {
@@ -24,21 +25,6 @@ export interface GcsXmlPutResult {
   readonly etag?: string;
   readonly generation?: string;
 }
-
-/** A non-2xx answer, shaped like an SDK service error so the shared error mapping reads it. */
-export class GcsXmlResponseError extends Error {
-  override readonly name: string;
-  readonly $metadata: { readonly httpStatusCode: number };
-
-  constructor(status: number, code: string) {
-    super(`GCS XML API answered HTTP ${status} ${code}`);
-    this.name = code;
-    this.$metadata = { httpStatusCode: status };
-  }
-}
-
-/** Longest error body read back; GCS error documents are a few hundred bytes. */
-const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 /** The request headers (signed, Authorization included) for a create-once XML PUT. */
 export function buildGcsConditionalPut(input: GcsXmlPutInput): {
@@ -81,11 +67,6 @@ export function buildGcsConditionalPut(input: GcsXmlPutInput): {
   };
 }
 
-function errorCodeFromXml(body: string): string {
-  const match = /<Code>([^<]{1,100})<\/Code>/.exec(body);
-  return match?.[1] ?? "UnknownError";
-}
-
 /**
  * PUT `key` only if no live generation exists (`x-goog-if-generation-match: 0`), signed with
  * GOOG4-HMAC-SHA256. GCS rejects that header inside an AWS4-signed request, so this is a separate
@@ -95,28 +76,16 @@ export function gcsConditionalPut(input: GcsXmlPutInput): Promise<GcsXmlPutResul
   const { url, headers } = buildGcsConditionalPut(input);
   const send = url.protocol === "https:" ? httpsRequest : httpRequest;
   return new Promise((resolve, reject) => {
-    const req = send(url, { method: "PUT", headers, signal: input.signal }, (res) => {
-      const status = res.statusCode ?? 0;
-      const chunks: Buffer[] = [];
-      let received = 0;
-      res.on("data", (chunk: Buffer) => {
-        received += chunk.byteLength;
-        if (received <= MAX_ERROR_BODY_BYTES) chunks.push(chunk);
-      });
-      res.on("error", reject);
-      res.on("end", () => {
-        if (status >= 200 && status < 300) {
-          const etag = res.headers.etag;
-          const generation = res.headers["x-goog-generation"];
-          resolve({
-            ...(typeof etag === "string" ? { etag } : {}),
-            ...(typeof generation === "string" ? { generation } : {}),
-          });
-          return;
-        }
-        reject(new GcsXmlResponseError(status, errorCodeFromXml(Buffer.concat(chunks).toString("utf8"))));
-      });
-    });
+    const req = send(url, { method: "PUT", headers, signal: input.signal }, (res) =>
+      readAnswer(res).then((answer) => {
+        const etag = answer.headers.etag;
+        const generation = answer.headers["x-goog-generation"];
+        resolve({
+          ...(typeof etag === "string" ? { etag } : {}),
+          ...(typeof generation === "string" ? { generation } : {}),
+        });
+      }, reject),
+    );
     req.on("error", reject);
     req.end(input.body);
   });

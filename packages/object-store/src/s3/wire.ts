@@ -1,4 +1,9 @@
-import { Agent as HttpAgent, type IncomingHttpHeaders, request as httpRequest } from "node:http";
+import {
+  Agent as HttpAgent,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  request as httpRequest,
+} from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { Readable } from "node:stream";
 import { AWS4, signingTimestamp, signRequest, uriEncode } from "./sigv4.js";
@@ -146,6 +151,32 @@ function errorCodeFromXml(body: string): string | undefined {
 }
 
 /**
+ * Reads a response to its end: resolves with its status and headers when it is 2xx, else
+ * rejects with a {@link WireResponseError} named by its error document's `<Code>` (or, without
+ * one, by the status).
+ */
+export function readAnswer(res: IncomingMessage): Promise<WireResponse> {
+  return new Promise((resolve, reject) => {
+    const status = res.statusCode ?? 0;
+    const chunks: Buffer[] = [];
+    let received = 0;
+    res.on("data", (chunk: Buffer) => {
+      received += chunk.byteLength;
+      if (received <= MAX_ERROR_BODY_BYTES) chunks.push(chunk);
+    });
+    res.once("error", reject);
+    res.once("end", () => {
+      if (status >= 200 && status < 300) {
+        resolve({ status, headers: res.headers });
+        return;
+      }
+      const code = errorCodeFromXml(Buffer.concat(chunks).toString("utf8")) ?? codeOfStatus(status);
+      reject(new WireResponseError(status, code));
+    });
+  });
+}
+
+/**
  * Sends one signed request and resolves with its status and headers once the response has been
  * read to its end. A non-2xx answer rejects with a {@link WireResponseError} named by the error
  * document's `<Code>` (or, without a body, by the status); network failures reject with Node's
@@ -167,24 +198,7 @@ export async function sendWire(target: WireTarget, request: WireRequest): Promis
     const req = send(
       url,
       { method: request.method, headers, agent: target.agent, signal: request.signal },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        const chunks: Buffer[] = [];
-        let received = 0;
-        res.on("data", (chunk: Buffer) => {
-          received += chunk.byteLength;
-          if (received <= MAX_ERROR_BODY_BYTES) chunks.push(chunk);
-        });
-        res.once("error", reject);
-        res.once("end", () => {
-          if (status >= 200 && status < 300) {
-            resolve({ status, headers: res.headers });
-            return;
-          }
-          const code = errorCodeFromXml(Buffer.concat(chunks).toString("utf8")) ?? codeOfStatus(status);
-          reject(new WireResponseError(status, code));
-        });
-      },
+      (res) => readAnswer(res).then(resolve, reject),
     );
     req.once("error", (error) => {
       if (body !== undefined && !(body instanceof Uint8Array)) body.stream.destroy();
