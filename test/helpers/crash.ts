@@ -66,6 +66,8 @@ export interface RunResult {
   readonly stderr: string;
   /** Wall time from spawn to exit. */
   readonly ms: number;
+  /** When the output first matched `armOn` (ms after spawn); undefined without it or when it never did. */
+  readonly armedAtMs?: number | undefined;
   /** True when this harness delivered the SIGKILL (to the process, or to its victim, while it was still running). */
   readonly killed: boolean;
   /** True when the run overran `timeoutMs` and was killed for it (a hang: always a failure). */
@@ -76,12 +78,13 @@ const MAX_CAPTURE = 1 << 20; // keep at most 1 MiB of each stream; a report is a
 
 /**
  * Runs `node <args>` and resolves when the process has exited and been reaped. With `killAtMs`
- * the process gets SIGKILL at that instant after spawn unless it exited earlier. A run still
- * going after `timeoutMs` is killed and reported as `timedOut`.
+ * the process gets SIGKILL at that instant after spawn (after the first output matching `armOn`,
+ * when given) unless it exited earlier. A run still going after `timeoutMs` is killed and
+ * reported as `timedOut`.
  */
 export function runNode(
   command: NodeCommand,
-  options: { killAtMs?: number; timeoutMs?: number; victim?: KillVictim } = {},
+  options: { killAtMs?: number; timeoutMs?: number; victim?: KillVictim; armOn?: RegExp } = {},
 ): Promise<RunResult> {
   const timeoutMs = options.timeoutMs ?? 120_000;
   return new Promise((resolve, reject) => {
@@ -93,32 +96,44 @@ export function runNode(
     });
     let stdout = "";
     let stderr = "";
+    let armedAtMs: number | undefined;
+    const armIfMarked = () => {
+      if (armedAtMs !== undefined || options.armOn === undefined) return;
+      if (options.armOn.test(stdout) || options.armOn.test(stderr)) {
+        armedAtMs = Number(process.hrtime.bigint() - started) / 1e6;
+        arm();
+      }
+    };
     child.stdout.setEncoding("utf8").on("data", (d: string) => {
       if (stdout.length < MAX_CAPTURE) stdout += d;
+      armIfMarked();
     });
     child.stderr.setEncoding("utf8").on("data", (d: string) => {
       if (stderr.length < MAX_CAPTURE) stderr += d;
+      armIfMarked();
     });
     let killed = false;
     let killedOther = false;
     let timedOut = false;
     let exited = false;
-    const killTimer =
-      options.killAtMs === undefined
-        ? undefined
-        : setTimeout(() => {
-            if (exited) return;
-            const pid = options.victim === undefined ? child.pid : options.victim(child.pid!);
-            if (pid === child.pid) killed = child.kill("SIGKILL");
-            else if (pid !== undefined) {
-              try {
-                process.kill(pid, "SIGKILL");
-                killedOther = true;
-              } catch {
-                // the victim had already exited: no kill was delivered
-              }
-            }
-          }, options.killAtMs);
+    let killTimer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      if (options.killAtMs === undefined) return;
+      killTimer = setTimeout(() => {
+        if (exited) return;
+        const pid = options.victim === undefined ? child.pid : options.victim(child.pid!);
+        if (pid === child.pid) killed = child.kill("SIGKILL");
+        else if (pid !== undefined) {
+          try {
+            process.kill(pid, "SIGKILL");
+            killedOther = true;
+          } catch {
+            // the victim had already exited: no kill was delivered
+          }
+        }
+      }, options.killAtMs);
+    };
+    if (options.armOn === undefined) arm();
     const hangTimer = setTimeout(() => {
       if (!exited) {
         timedOut = true;
@@ -149,6 +164,7 @@ export function runNode(
         stdout,
         stderr,
         ms,
+        armedAtMs,
         killed: ((killed && signal === "SIGKILL") || killedOther) && !timedOut,
         timedOut,
       });
@@ -208,6 +224,12 @@ export interface CrashSuite {
    */
   readonly startup?: NodeCommand;
   readonly earlyShare?: number;
+  /**
+   * Instead of `startup`: a marker the program prints when its start-up is over (e.g. a trainer
+   * after importing torch). The run time D is then measured from the marker to the exit, and
+   * every kill is uniform in [0, D] after the marker, however long a busy machine takes to start.
+   */
+  readonly armOn?: RegExp;
   /** Another process to SIGKILL at the kill instant (e.g. a child of the command); see KillVictim. */
   readonly victim?: KillVictim;
   /** Bound of one run. Default 60 s. */
@@ -271,17 +293,30 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     if (result.code !== 0) fail(where, `run failed\n${describeRun(result)}`);
   };
 
+  if (suite.armOn !== undefined && suite.startup !== undefined) {
+    throw new Error("a crash suite takes either startup or armOn, not both");
+  }
+  /** The part of a run the kills aim at: all of it, or what follows the armOn marker. */
+  const workMs = (where: string, result: RunResult): number => {
+    if (suite.armOn === undefined) return result.ms;
+    if (result.armedAtMs === undefined)
+      fail(where, `the output never matched ${suite.armOn}\n${describeRun(result)}`);
+    return result.ms - result.armedAtMs!;
+  };
   // Calibration: the duration of an uninterrupted run from fresh state.
   const durations: number[] = [];
   const calibrationRuns = Math.max(1, suite.calibrationRuns ?? 2);
   for (let i = 1; i <= calibrationRuns; i++) {
     await suite.prepare(-i);
-    const result = await runNode(suite.command(-i), { timeoutMs: runTimeoutMs });
+    const result = await runNode(suite.command(-i), {
+      timeoutMs: runTimeoutMs,
+      ...(suite.armOn === undefined ? {} : { armOn: suite.armOn }),
+    });
     mustSucceed(`calibration run ${i}`, result);
     await suite
       .afterCompletion({ seed: suite.seed, round: -i, killsInRound: 0, previous: "fresh", result })
       .catch((e) => fail(`calibration run ${i}`, e));
-    durations.push(result.ms);
+    durations.push(workMs(`calibration run ${i}`, result));
   }
   const median = (values: number[]) =>
     [...values].sort((a, b) => a - b)[Math.floor((values.length - 1) / 2)]!;
@@ -304,7 +339,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
   const earlyShare = suite.startup === undefined ? 1 : (suite.earlyShare ?? 0.1);
   const workFrom = 0.9 * startupMs;
   log(
-    `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms ` +
+    `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms${suite.armOn === undefined ? "" : ` after ${suite.armOn}`}, start-up ${startupMs.toFixed(0)} ms ` +
       `(medians of ${calibrationRuns}); ${Math.round(earlyShare * 100)}% of kills in [0, ${(suite.startup === undefined ? windowMs : startupMs).toFixed(0)}] ms, ` +
       `the rest in [${workFrom.toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
   );
@@ -346,6 +381,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
         killAtMs: atMs,
         timeoutMs: runTimeoutMs,
         ...(suite.victim === undefined ? {} : { victim: suite.victim }),
+        ...(suite.armOn === undefined ? {} : { armOn: suite.armOn }),
       });
       suite.onAttempt?.({ attempt: attempts, fraction, atMs, killed: result.killed });
       const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms)`;
@@ -364,7 +400,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       // It finished before the kill instant: that is a completion of the round.
       mustSucceed(where, result);
       if (previous === "fresh") {
-        fresh.push(result.ms);
+        fresh.push(workMs(where, result));
         windowMs = median(fresh.slice(-5));
       }
       await suite

@@ -1,5 +1,6 @@
-// The crash harness's two additions for trainer suites: any executable (not only node), and a
-// victim other than the command's own process (the sidecar a trainer spawned).
+// The crash harness's additions for trainer suites: any executable (not only node), a victim other
+// than the command's own process (the sidecar a trainer spawned), and kill instants counted from a
+// marker the program prints once its start-up is over.
 import { describe, expect, it } from "vitest";
 import { childPids, runNode } from "../helpers/crash.js";
 
@@ -7,6 +8,7 @@ import { childPids, runNode } from "../helpers/crash.js";
 const PARENT = `
 const { spawn } = require("node:child_process");
 const child = spawn(process.execPath, ["-e", "setTimeout(() => {}, 60000)"], { stdio: "ignore" });
+child.on("spawn", () => console.log("spawned"));
 child.on("exit", (code, signal) => { console.log("child " + signal); process.exit(3); });
 `;
 
@@ -24,7 +26,8 @@ describe("crash harness: executable and victim", () => {
     const run = await runNode(
       { args: ["-e", PARENT] },
       {
-        killAtMs: 800,
+        killAtMs: 50,
+        armOn: /spawned/, // however slow the machine, the child exists by then
         victim: (pid) => {
           parentPid = pid;
           picked = childPids(pid)[0];
@@ -37,7 +40,7 @@ describe("crash harness: executable and victim", () => {
     expect(run.killed).toBe(true);
     expect(run.signal).toBeNull(); // the parent was not killed: it exited on its own
     expect(run.code).toBe(3);
-    expect(run.stdout.trim()).toBe("child SIGKILL");
+    expect(run.stdout.trim().split("\n")).toEqual(["spawned", "child SIGKILL"]);
   });
 
   it("delivers no kill when the callback finds no victim yet", async () => {
@@ -47,5 +50,18 @@ describe("crash harness: executable and victim", () => {
     );
     expect(run.killed).toBe(false);
     expect(run.code).toBe(0);
+  });
+
+  it("counts the kill instant from the first output matching the marker", async () => {
+    const script = 'setTimeout(() => console.log("ready"), 600); setTimeout(() => {}, 5000);';
+    const run = await runNode({ args: ["-e", script] }, { killAtMs: 100, armOn: /ready/ });
+    expect(run.killed).toBe(true);
+    expect(run.armedAtMs).toBeGreaterThanOrEqual(550);
+    expect(run.ms).toBeGreaterThanOrEqual(run.armedAtMs! + 90);
+    const never = await runNode(
+      { args: ["-e", "setTimeout(() => {}, 300)"] },
+      { killAtMs: 10, armOn: /ready/ },
+    );
+    expect([never.killed, never.armedAtMs, never.code]).toEqual([false, undefined, 0]);
   });
 });

@@ -186,6 +186,9 @@ def optimizer_by_name(model, optimizer):
     return names, state, per_param
 
 
+WRITTEN = ("data", "model", "optim", "trainer")
+
+
 def shard_path(directory, rank):
     return os.path.join(directory, "__%d_0.distcp" % rank)
 
@@ -226,7 +229,9 @@ def write_component(name, path, is_dir, ctx):
 
 def save(group, plan, ctx, pause_s):
     ctx["rng_by_rank"] = gather_rng(ctx)
-    for name in sorted(plan.targets) if not plan.already_committed else ():
+    # This trainer has no moving old policy or reference: it writes the components it has.
+    names = [n for n in sorted(plan.targets) if n in WRITTEN] if not plan.already_committed else []
+    for name in names:
         write_component(name, plan.targets[name], name in plan.directories, ctx)
         if pause_s > 0:
             time.sleep(pause_s)
@@ -309,6 +314,7 @@ def main():
     broadcast, barrier, any_true = collectives(world)
     sidecar = None
     if rank == 0:
+        log(rank, "torch %s ready; starting the checkpoint sidecar" % torch.__version__)
         sidecar = Sidecar.connect(args.socket) if args.socket else Sidecar.spawn()
     group = RankGroup(rank, world, sidecar, broadcast, barrier, any_true)
 
