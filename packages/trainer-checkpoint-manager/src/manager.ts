@@ -451,7 +451,7 @@ export class CheckpointManager {
     for (const role of this.config.roles) await mkdir(join(dir, role), { recursive: true });
   }
 
-  private takeSession(session: SaveSession): void {
+  private requireSession(session: SaveSession): void {
     if (this.open.get(session.id) !== session) {
       throw new ManagerError(
         "MANAGER_SESSION_INVALID",
@@ -459,7 +459,6 @@ export class CheckpointManager {
         { kind: "input" },
       );
     }
-    this.open.delete(session.id);
   }
 
   private checkRoles(options: CommitOptions): void {
@@ -485,8 +484,11 @@ export class CheckpointManager {
    */
   async commitSave(session: SaveSession, options: CommitOptions = {}): Promise<SaveOutcome> {
     this.requireOpen("commit save");
-    this.takeSession(session);
-    if (this.rank !== 0) return { status: "not_rank_zero" };
+    this.requireSession(session);
+    if (this.rank !== 0) {
+      this.open.delete(session.id);
+      return { status: "not_rank_zero" };
+    }
     if (options.written !== undefined && this.config.checkpoint_format === "dcp") {
       throw new ManagerError(
         "MANAGER_ASYNC_DCP_BULK",
@@ -495,8 +497,20 @@ export class CheckpointManager {
       );
     }
     this.checkRoles(options);
+    // Usage is checked: from here the session is spent, whatever the commit's outcome.
+    this.open.delete(session.id);
     const job = async (): Promise<CommitReport> => {
-      if (options.written !== undefined) await options.written;
+      if (options.written !== undefined) {
+        try {
+          await options.written;
+        } catch (error) {
+          throw new ManagerError(
+            "MANAGER_COMMIT_FAILED",
+            `save step ${session.step}: the trainer's write failed (${messageOf(error)}); nothing was committed.`,
+            { kind: "failed", subject: session.dir, cause: error },
+          );
+        }
+      }
       return this.remote === undefined
         ? this.commitLocal(session, options)
         : this.commitRemote(session, this.remote);

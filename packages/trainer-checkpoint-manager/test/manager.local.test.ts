@@ -498,7 +498,10 @@ describe("save_async: one in-flight write per role; the pointer moves only after
     const session = await manager.beginSave(2, manager.planSave(2, { cadence: true })!);
     await writeTargets(session.targets, { only: ["model"] });
     const outcome = await manager.commitSave(session, { written: Promise.reject(new Error("disk full")) });
-    await expect((outcome as { completion: Promise<CommitReport> }).completion).rejects.toThrow("disk full");
+    await expect((outcome as { completion: Promise<CommitReport> }).completion).rejects.toMatchObject({
+      code: "MANAGER_COMMIT_FAILED",
+      message: expect.stringContaining("disk full"),
+    });
     expect(await latestOf(manager.attemptDir)).toBe(1);
     await expect(manager.beginSave(3, manager.planSave(3, { cadence: true })!)).rejects.toMatchObject({
       code: "MANAGER_ASYNC_SAVE_FAILED",
@@ -532,6 +535,11 @@ describe("save_async: one in-flight write per role; the pointer moves only after
     await expect(manager.commitSave(session, { written: Promise.resolve() })).rejects.toMatchObject({
       code: "MANAGER_ASYNC_DCP_BULK",
     });
+    // The refusal did not spend the session: committed synchronously, the same save goes through.
+    await writeTargets(session.targets);
+    expect((await manager.commitSave(session)).status).toBe("scheduled");
+    await manager.finalize();
+    expect(await latestOf(manager.attemptDir)).toBe(1);
   });
 });
 
@@ -754,8 +762,8 @@ describe("multi-role boundary (policy/ and critic/ with _SUCCESS)", () => {
     ).rejects.toMatchObject({
       code: "MANAGER_ROLES_MISMATCH",
     });
-    const session2 = await manager.beginSave(12, manager.planSave(12, { cadence: true })!);
-    for (const role of ["policy", "critic"]) await writeTargets(session2.roles![role]!);
+    // A usage refusal leaves the session open: the same write is committed with the right arguments.
+    const session2 = session;
     const outcome = await manager.commitSave(session2, {
       roles: { policy: { optimizerStep: 7 }, critic: { optimizerStep: 12 } },
       loopState: { critic_warmup_iterations: 5 },
