@@ -10,7 +10,7 @@ interface DemoArgs {
   worker?: string;
 }
 
-const MARK: Record<string, string> = { ok: "ok", unavailable: "--", skipped: "..", failed: "!!" };
+const MARK: Record<string, string> = { ok: "ok", skipped: "..", failed: "!!" };
 
 /** The human rendering: one line per step, what resume did about the fault, then the inventory. */
 export function renderDemo(report: DemoReport): string {
@@ -45,15 +45,12 @@ export function renderDemo(report: DemoReport): string {
       ),
     );
   }
-  const counts = ["ok", "unavailable", "skipped", "failed"]
+  const counts = ["ok", "skipped", "failed"]
     .map((k) => [k, report.steps.filter((s) => s.status === k).length] as const)
     .filter(([, n]) => n > 0)
     .map(([k, n]) => `${n} ${k}`)
     .join(", ");
   lines.push("", `${counts} in ${(report.wall_ms / 1000).toFixed(1)} s; everything is under ${report.dir}`);
-  if (report.unavailable.length > 0) {
-    lines.push(`not in this build yet: ${report.unavailable.join(", ")} (those steps did not run)`);
-  }
   return lines.join("\n");
 }
 

@@ -1,6 +1,6 @@
 // The demo's script: one real training job and everything that happens to its checkpoints, each
-// step done by the library that owns it. A step whose library is not available says so and the
-// steps that need it are skipped; nothing is simulated.
+// step done by the library that owns it. A failed step says why and the steps that need its result
+// are skipped; nothing is simulated.
 import { readFile } from "node:fs/promises";
 import { basename, join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -14,7 +14,7 @@ import type { WorkerOutcome, WorkerSpec } from "./worker.js";
 
 export const DEMO_REPORT_SCHEMA = "ckpt.demo-report.v1";
 
-export type StepStatus = "ok" | "unavailable" | "skipped" | "failed";
+export type StepStatus = "ok" | "skipped" | "failed";
 
 export interface DemoStep {
   readonly id: string;
@@ -59,15 +59,13 @@ export interface InventoryRow {
 export interface DemoReport {
   readonly schema: typeof DEMO_REPORT_SCHEMA;
   ok: boolean;
-  /** Every step ran (none unavailable or skipped). */
+  /** Every step ran (none skipped). */
   complete: boolean;
   readonly dir: string;
   readonly fault: DemoFault;
   readonly steps: DemoStep[];
   resume: DemoResume | null;
   readonly inventory: InventoryRow[];
-  /** Libraries a step needed that are not available in this build. */
-  readonly unavailable: string[];
   wall_ms: number;
 }
 
@@ -79,32 +77,6 @@ export interface DemoOptions {
   readonly dir: string;
   readonly fault: DemoFault;
   readonly onEvent?: (event: DemoEvent) => void;
-}
-
-/** A library that is declared but not built yet: its step reports `unavailable`. */
-class Unavailable extends Error {
-  readonly library: string;
-  constructor(library: string, message: string) {
-    super(message);
-    this.library = library;
-  }
-}
-
-function isNotImplemented(error: unknown): boolean {
-  return (error as { code?: unknown })?.code === "MANAGER_NOT_IMPLEMENTED";
-}
-
-/** The named export of a library, or `Unavailable` when this build's library does not have it yet. */
-async function need<T>(
-  library: string,
-  load: () => Promise<Record<string, unknown>>,
-  name: string,
-): Promise<T> {
-  const mod = await load();
-  const value = mod[name];
-  if (value === undefined)
-    throw new Unavailable(library, `${library} does not provide ${name} in this build`);
-  return value as T;
 }
 
 // The validation artifact (iteration 30) sits behind the last complete checkpoint a kill can leave
@@ -151,7 +123,6 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     steps: [],
     resume: null,
     inventory: [],
-    unavailable: [],
     wall_ms: 0,
   };
   const rel = (p: string) => relative(dir, p) || ".";
@@ -169,17 +140,10 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
         step.summary = await body();
         done.add(id);
       } catch (error) {
-        if (error instanceof Unavailable || isNotImplemented(error)) {
-          step.status = "unavailable";
-          const library = error instanceof Unavailable ? error.library : "@ckpt/trainer-checkpoint-manager";
-          if (!report.unavailable.includes(library)) report.unavailable.push(library);
-          step.summary = `not available yet: ${(error as Error).message}`;
-        } else {
-          step.status = "failed";
-          const e = error as { code?: string; message?: string };
-          step.error = { code: e.code ?? "INTERNAL", message: e.message ?? String(error) };
-          step.summary = `failed: ${step.error.message}`;
-        }
+        step.status = "failed";
+        const e = error as { code?: string; message?: string };
+        step.error = { code: e.code ?? "INTERNAL", message: e.message ?? String(error) };
+        step.summary = `failed: ${step.error.message}`;
       }
     }
     step.ms = Date.now() - t0;
@@ -279,7 +243,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       });
     } catch (error) {
       const e = error as { code?: string; message?: string };
-      if (isNotImplemented(error) || e.code === undefined) throw error;
+      if (e.code === undefined) throw error;
       const failure = { code: e.code, reason: e.message ?? "" };
       if (decision === undefined) {
         // Only the manager's own refusals are answers; anything else is a failure of the step.
@@ -388,9 +352,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     return `two runs of ${EXPERT_STEPS} steps on different tasks: ${experts.map(rel).join(", ")}`;
   });
   await run("merge", ["base", "experts"], async () => {
-    const mergeExperts = await need<
-      (o: unknown) => Promise<{ status: string; tensors: number; model: { sha256: string } }>
-    >("@ckpt/merge", () => import("@ckpt/merge"), "mergeExperts");
+    const { mergeExperts } = await import("@ckpt/merge");
     const merged = await mergeExperts({
       mode: "tv",
       experts,
@@ -401,12 +363,8 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     return `${merged.status}: ${merged.tensors} tensors -> ${rel(paths.mergeOut)}`;
   });
   await run("materialize", ["merge"], async () => {
-    const materialize = await need<(o: unknown) => Promise<{ action: string }>>(
-      "@ckpt/hf-conversion",
-      () => import("@ckpt/hf-conversion"),
-      "materializeHf",
-    );
-    const made = await materialize({
+    const { materializeHf } = await import("@ckpt/hf-conversion");
+    const made = await materializeHf({
       source: { kind: "local", ckptDir: join(paths.mergeOut, "..") },
       base: paths.base,
       out: paths.hfOut,
