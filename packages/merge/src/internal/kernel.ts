@@ -89,24 +89,36 @@ export class MergeKernel {
 
   private average(n: number): void {
     const { acc, xs } = this;
+    const last = xs.length - 1;
     acc.set(xs[0]!.subarray(0, n));
-    for (let k = 1; k < xs.length; k++) {
+    for (let k = 1; k < last; k++) {
       const x = xs[k]!;
       for (let i = 0; i < n; i++) acc[i] = acc[i]! + x[i]!;
     }
+    if (last === 0) return;
+    // The last sum and the division in one pass: the sum is rounded to F32 before dividing.
+    const x = xs[last]!;
     const divisor = xs.length;
-    if (divisor > 1) for (let i = 0; i < n; i++) acc[i] = acc[i]! / divisor;
+    for (let i = 0; i < n; i++) acc[i] = Math.fround(acc[i]! + x[i]!) / divisor;
   }
 
   private taskVectors(n: number): void {
     const { acc, xs, base, lam } = this;
+    const last = xs.length - 1;
     acc.set(xs[0]!.subarray(0, n));
-    for (let k = 1; k < xs.length; k++) {
+    for (let k = 1; k < last; k++) {
       const x = xs[k]!;
       for (let i = 0; i < n; i++) acc[i] = acc[i]! + x[i]!;
     }
-    if (lam === 1) for (let i = 0; i < n; i++) acc[i] = base[i]! + acc[i]!;
-    else for (let i = 0; i < n; i++) acc[i] = base[i]! + Math.fround(lam * acc[i]!);
+    // The last sum, the scaling and the base in one pass, each step rounded to F32.
+    const x = last === 0 ? undefined : xs[last];
+    if (x === undefined) {
+      for (let i = 0; i < n; i++) acc[i] = base[i]! + Math.fround(lam * acc[i]!);
+    } else if (lam === 1) {
+      for (let i = 0; i < n; i++) acc[i] = base[i]! + Math.fround(acc[i]! + x[i]!);
+    } else {
+      for (let i = 0; i < n; i++) acc[i] = base[i]! + Math.fround(lam * Math.fround(acc[i]! + x[i]!));
+    }
   }
 
   /** τₖ = xₖ − b in place (rounded to F32, as torch's subtraction), adding Σ τₖ² to the stats on the way. */
