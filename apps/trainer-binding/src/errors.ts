@@ -17,6 +17,7 @@ export const BINDING_ERROR_CODES = [
   "SAVE_IN_PROGRESS",
   "SOCKET_EXISTS",
   "TEMPLATE_OPTION_INVALID",
+  "CLI_USAGE",
   "INTERNAL",
 ] as const;
 export type BindingErrorCode = (typeof BINDING_ERROR_CODES)[number];
