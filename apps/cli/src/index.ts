@@ -1,2 +1,7 @@
 export { runCli } from "./run.js";
 export type { CliIo, CommandOutcome, GlobalOptions } from "./io.js";
+// The command tree and the closed set of verify problem codes, for the docs generators
+// (tools/docs/: the CLI reference and the troubleshooting index are built from these).
+export { commands } from "./commands/index.js";
+export { type CommandEntry, isGroup } from "./commands/registry.js";
+export { verifyProblemCodes } from "./commands/verify.js";

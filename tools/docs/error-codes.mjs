@@ -1,0 +1,193 @@
+// Every error and problem code ckpt can show a user, found in the source with the TypeScript
+// compiler's parser and binder (no type checking, so it takes seconds) (docs/troubleshooting.md must have an entry for each):
+//   node tools/docs/error-codes.mjs            list the codes, one per line, with where they come from
+//   node tools/docs/error-codes.mjs --missing  list the codes docs/troubleshooting.md has no entry for
+//
+// A string literal counts as a code when it is UPPER_SNAKE (or one upper-case word) and
+//   - is passed where a parameter named `code` (or typed `...Code`) is expected
+//     (`new ManifestError("RECORD_NOT_FOUND", ...)`, `fail("PICKLE_INVALID", ...)`),
+//   - is the value of a `code` property (`{ code: "DCP_FILE_SHORT", ... }`, `readonly code = "CLI_USAGE"`),
+//     of a `code` variable (`code = "RECORD_UNKNOWN_FIELD"`) or of a `..._CODE_...` table,
+//   - is an element of a `..._CODES` constant, or a member of a `...Code` union type.
+// A conditional (`a ? "X" : "Y"`) passes both branches on.
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import ts from "typescript";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const CODE = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
+/** POSIX errno names (EEXIST, EISDIR) given to synthetic Node-style errors: the platform's, not ckpt's. */
+const ERRNO = /^E[A-Z]+$/;
+
+function sources(dir) {
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...sources(path));
+    else if (path.endsWith(".ts") && !path.endsWith(".test.ts") && !path.endsWith(".d.ts")) out.push(path);
+  }
+  return out;
+}
+
+/** The `src/` of every package and app, as units: { unit: "@ckpt/x", files }. */
+export function sourceUnits(root = ROOT) {
+  const units = [];
+  for (const folder of ["packages", "apps"]) {
+    for (const name of readdirSync(join(root, folder)).sort()) {
+      const src = join(root, folder, name, "src");
+      let pkg;
+      try {
+        pkg = JSON.parse(readFileSync(join(root, folder, name, "package.json"), "utf8"));
+        statSync(src);
+      } catch {
+        continue;
+      }
+      units.push({ unit: pkg.name, files: sources(src) });
+    }
+  }
+  return units;
+}
+
+const isCodeLike = (name) => name === "code" || /Code$/.test(name);
+
+/** Walks up through parentheses, `as`, `satisfies` and conditional branches to where a value is used. */
+function usage(node) {
+  let at = node;
+  while (
+    ts.isParenthesizedExpression(at.parent) ||
+    ts.isAsExpression(at.parent) ||
+    ts.isSatisfiesExpression(at.parent) ||
+    (ts.isConditionalExpression(at.parent) && at.parent.condition !== at)
+  ) {
+    at = at.parent;
+  }
+  return at;
+}
+
+/** The function-like declaration a callee names (following imports), or undefined. */
+function calleeDeclaration(checker, call) {
+  let symbol = checker.getSymbolAtLocation(
+    ts.isNewExpression(call) || ts.isCallExpression(call) ? call.expression : call,
+  );
+  if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
+  for (const decl of symbol?.declarations ?? []) {
+    if (ts.isClassDeclaration(decl)) return decl.members.find((m) => ts.isConstructorDeclaration(m));
+    if (ts.isFunctionLike(decl)) return decl;
+    if (ts.isVariableDeclaration(decl) && decl.initializer && ts.isFunctionLike(decl.initializer))
+      return decl.initializer;
+  }
+  return undefined;
+}
+
+/** Does the parameter this argument binds to hold a code (named `code`, or typed `...Code`)? */
+function bindsCode(checker, call, argument) {
+  const index = call.arguments?.indexOf(argument) ?? -1;
+  const param = calleeDeclaration(checker, call)?.parameters[index];
+  if (!param) return false;
+  return isCodeLike(param.name.getText()) || /Code\b/.test(param.type?.getText() ?? "");
+}
+
+/** Is this string literal used as a code? */
+function isCodeUse(checker, literal) {
+  const at = usage(literal);
+  const parent = at.parent;
+  if ((ts.isCallExpression(parent) || ts.isNewExpression(parent)) && parent.arguments?.includes(at)) {
+    return bindsCode(checker, parent, at);
+  }
+  if ((ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && parent.initializer === at) {
+    if (parent.name.getText() === "code") return true;
+    // A value of a code table: `const JSON_CODE_MAP = { JSON_TOO_DEEP: "SAFETENSORS_HEADER_TOO_DEEP" }`.
+    const table = usage(parent.parent).parent;
+    return (
+      ts.isObjectLiteralExpression(parent.parent) &&
+      ts.isVariableDeclaration(table) &&
+      /(^|_)CODES?(_|$)/.test(table.name.getText())
+    );
+  }
+  if (ts.isVariableDeclaration(parent) && parent.initializer === at) return isCodeLike(parent.name.getText());
+  if (
+    ts.isBinaryExpression(parent) &&
+    parent.operatorToken.kind === ts.SyntaxKind.EqualsToken &&
+    parent.right === at
+  ) {
+    return isCodeLike(parent.left.getText().split(".").at(-1));
+  }
+  if (ts.isArrayLiteralExpression(parent)) {
+    const holder = usage(parent).parent;
+    return ts.isVariableDeclaration(holder) && /_CODES$/.test(holder.name.getText());
+  }
+  if (ts.isLiteralTypeNode(parent)) {
+    let up = parent.parent;
+    while (ts.isUnionTypeNode(up) || ts.isParenthesizedTypeNode(up)) up = up.parent;
+    return ts.isTypeAliasDeclaration(up) && /Code$/.test(up.name.text);
+  }
+  return false;
+}
+
+/**
+ * Every code in the source, with the units (packages/apps) that raise it: Map code -> Set of
+ * "@ckpt/x".
+ */
+export function collectErrorCodes(root = ROOT) {
+  const units = sourceUnits(root);
+  const unitOf = new Map(units.flatMap(({ unit, files }) => files.map((f) => [f, unit])));
+  const program = ts.createProgram([...unitOf.keys()], {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    strict: true,
+    skipLibCheck: true,
+    noEmit: true,
+    types: [],
+    // Only the listed sources: codes are raised by a package's own helpers, and library types (zod, the
+    // AWS SDK) would cost most of the time.
+    noResolve: true,
+    noLib: true,
+  });
+  const checker = program.getTypeChecker();
+  const codes = new Map();
+  for (const file of program.getSourceFiles()) {
+    const unit = unitOf.get(file.fileName);
+    if (unit === undefined) continue;
+    const visit = (node) => {
+      if (
+        (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) &&
+        CODE.test(node.text) &&
+        !ERRNO.test(node.text)
+      ) {
+        if (isCodeUse(checker, node)) {
+          if (!codes.has(node.text)) codes.set(node.text, new Set());
+          codes.get(node.text).add(unit);
+        }
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(file);
+  }
+  return codes;
+}
+
+/** The codes docs/troubleshooting.md has an entry for: backticked codes in a table row's first cell or a heading. */
+export function documentedCodes(markdown) {
+  const found = new Set();
+  for (const line of markdown.split("\n")) {
+    const key = line.startsWith("|") ? line.split("|")[1] : line.startsWith("#") ? line : undefined;
+    if (key === undefined) continue;
+    for (const match of key.matchAll(/`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)`/g)) found.add(match[1]);
+  }
+  return found;
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const codes = collectErrorCodes();
+  if (process.argv.includes("--missing")) {
+    const documented = documentedCodes(readFileSync(join(ROOT, "docs", "troubleshooting.md"), "utf8"));
+    for (const [code, from] of [...codes].sort()) {
+      if (!documented.has(code)) console.log(`${code}\t${[...from].join(", ")}`);
+    }
+  } else {
+    for (const [code, from] of [...codes].sort()) console.log(`${code}\t${[...from].join(", ")}`);
+  }
+  console.error(`${codes.size} codes in ${relative(process.cwd(), ROOT) || "."}`);
+}
