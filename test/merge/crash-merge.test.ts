@@ -9,19 +9,17 @@
 // Even rounds merge into nothing (avg → fresh); odd rounds replace a completed merge of another
 // request with --force. Inputs are real PyTorch files from tools/fixtures/make_hf_fixtures.py.
 // Replay: CKPT_CRASH_SEED=<seed from the test name> [CKPT_CRASH_KILLS=n].
-import { execFile } from "node:child_process";
 import { cp, mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { mergeExperts } from "@ckpt/merge";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertForeignIntact, plantForeign, snapshotTree } from "../helpers/artifact.js";
-import { CLI_BIN, cli, crashKills, crashSeed, REPO_ROOT, runCrashSuite } from "../helpers/crash.js";
+import { CLI_BIN, cli, crashKills, crashSeed, runCrashSuite } from "../helpers/crash.js";
+import { makeDenseFixture, runProcess } from "./fixtures.js";
 
 const seed = crashSeed();
 const kills = crashKills(100);
-const run = promisify(execFile);
 const ITER = "iter_000000300";
 
 type Snapshot = Map<string, string>;
@@ -57,31 +55,18 @@ describe("ckpt merge under SIGKILL", () => {
   beforeAll(async () => {
     tmp = await makeTempDir("ckpt-crash-merge-");
     const fixture = join(tmp.dir, "fixture");
-    await run("/usr/bin/python3", [
-      join(REPO_ROOT, "tools/fixtures/make_hf_fixtures.py"),
-      ...[
-        "--out",
-        fixture,
-        "--kind",
-        "dense",
-        "--experts",
-        "3",
-        "--seed",
-        "5",
-        "--layers",
-        "4",
-        "--hidden",
-        "64",
-      ],
-    ]);
-    experts = [0, 1, 2].map((i) => join(fixture, "experts", `expert_${i}`, "model.pt"));
-    base = join(fixture, "base");
+    ({ experts, base } = await makeDenseFixture(fixture, 5, {
+      layers: 4,
+      hidden: 256,
+      intermediate: 512,
+      vocab: 1024,
+    }));
     inputs = await snapshotTree(fixture);
     prebuiltA = join(tmp.dir, "prebuilt-a", ITER);
     await mergeExperts(requestA(join(prebuiltA, "model.pt")));
     outputA = await snapshotTree(prebuiltA);
     const b = join(tmp.dir, "prebuilt-b", ITER);
-    const report = await run(process.execPath, [CLI_BIN, ...argsB(join(b, "model.pt"), false)]);
+    const report = await runProcess(process.execPath, [CLI_BIN, ...argsB(join(b, "model.pt"), false)]);
     expect(JSON.parse(report.stdout).status).toBe("merged");
     outputB = await snapshotTree(b);
     expect(same(outputA, outputB)).toBe(false);

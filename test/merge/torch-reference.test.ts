@@ -3,21 +3,17 @@
 // bits. Inputs: the HF fixture generator's dense base and experts (tools/fixtures), and experts
 // made here in torch with edge values (±0, subnormals, values whose sum overflows, a 2^-140..2^127
 // exponent spread), in BF16, F16 and F32, one of them a safetensors file.
-import { execFile } from "node:child_process";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { openFileByteSource } from "@ckpt/manifest";
 import { type MergeOptions, mergeExperts } from "@ckpt/merge";
 import { openTorchFile } from "@ckpt/tensors";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../helpers/crash.js";
+import { makeDenseFixture, PYTHON, runProcess as run } from "./fixtures.js";
 
-const PYTHON = "/usr/bin/python3"; // the python3 on PATH cannot import torch
 const REFERENCE = join(REPO_ROOT, "tools/bench/reference_merge.py");
-const GENERATOR = join(REPO_ROOT, "tools/fixtures/make_hf_fixtures.py");
-const run = promisify(execFile);
 const TIMEOUT = 180_000;
 
 // Edge-value experts, written by torch itself. Tensor names are HF-like; every expert holds the same keys.
@@ -121,31 +117,14 @@ async function compareFiles(ours: string, reference: string): Promise<Compared> 
 
 describe("ckpt merge is bit-identical to the PyTorch reference", () => {
   let tmp: { dir: string; cleanup: () => Promise<void> };
-  let fixture: string;
+  let fixture: { experts: string[]; base: string };
   let edges: string;
   beforeAll(async () => {
     tmp = await makeTempDir("ckpt-merge-torch-");
-    fixture = join(tmp.dir, "fixture");
     edges = join(tmp.dir, "edges");
     await mkdir(edges);
-    await Promise.all([
-      run(PYTHON, [
-        GENERATOR,
-        "--out",
-        fixture,
-        "--kind",
-        "dense",
-        "--experts",
-        "3",
-        "--seed",
-        "11",
-        "--hidden",
-        "64",
-        "--intermediate",
-        "96",
-        "--vocab",
-        "256",
-      ]),
+    [fixture] = await Promise.all([
+      makeDenseFixture(join(tmp.dir, "fixture"), 11, { layers: 2, hidden: 64, intermediate: 96, vocab: 256 }),
       run(PYTHON, ["-c", EDGE_EXPERTS, edges, join(REPO_ROOT, "tools/fixtures")]),
     ]);
   }, TIMEOUT);
@@ -174,12 +153,10 @@ describe("ckpt merge is bit-identical to the PyTorch reference", () => {
     return compareFiles(out, reference);
   }
 
-  const fixtureExperts = () => [0, 1, 2].map((i) => join(fixture, "experts", `expert_${i}`, "model.pt"));
-
   it(
     "avg of the generator's three dense experts",
     async () => {
-      const c = await both({ mode: "avg", experts: fixtureExperts() });
+      const c = await both({ mode: "avg", experts: fixture.experts });
       expect(c.tensors).toBeGreaterThan(10);
     },
     TIMEOUT,
@@ -188,7 +165,7 @@ describe("ckpt merge is bit-identical to the PyTorch reference", () => {
   it.each([1, 0.3, -1.7])(
     "tv onto the generator's sharded dense base, lam %s",
     async (lam) => {
-      const c = await both({ mode: "tv", experts: fixtureExperts(), base: join(fixture, "base"), lam });
+      const c = await both({ mode: "tv", experts: fixture.experts, base: fixture.base, lam });
       expect(c.elements).toBeGreaterThan(10_000);
     },
     TIMEOUT,

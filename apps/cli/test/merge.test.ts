@@ -96,41 +96,26 @@ describe("ckpt merge", () => {
 
   it("prints a human summary and draws progress on a terminal only", async () => {
     const experts = [await expert("a", 0), await expert("b", 1)];
-    const tty = await cli(
-      [
-        "--mode",
-        "tv",
-        "--base",
-        await base(),
-        "--lam",
-        "0.5",
-        "--experts",
-        experts.join(","),
-        "--out",
-        outPath(),
-      ],
-      {
-        interactive: true,
-      },
-    );
-    expect(tty.code).toBe(0);
-    expect(tty.out).toMatch(
-      /^merged: .*iter_000000300\/model\.pt \(base \+ 0\.5 × Σ\(expert − base\) over 2 experts; no output yet\)/,
-    );
-    expect(tty.out).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
-    expect(tty.err).toContain("merge [");
-    const plain = await cli([
+    const tv = (basePath: string) => [
       "--mode",
       "tv",
       "--base",
-      join(tmp.dir, "base"),
+      basePath,
       "--lam",
       "0.5",
       "--experts",
       experts.join(","),
       "--out",
       outPath(),
-    ]);
+    ];
+    const tty = await cli(tv(await base()), { interactive: true });
+    expect(tty.code).toBe(0);
+    expect(tty.out).toMatch(
+      /^merged: .*iter_000000300\/model\.pt \(base \+ 0\.5 × Σ\(expert − base\) over 2 experts; no output yet\)/,
+    );
+    expect(tty.out).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
+    expect(tty.err).toContain("merge [");
+    const plain = await cli(tv(join(tmp.dir, "base")));
     expect(plain.out).toMatch(/^skipped: /);
     expect(plain.err).toBe("");
   });
