@@ -83,6 +83,12 @@ export interface LocalArtifact {
    * Their entries in `files` are what the manifest records; they were not hashed.
    */
   absent: string[];
+  /**
+   * Files on disk whose inventory digest is the one their manifest records, not yet checked
+   * against their bytes (sizes were): an upload checks them as it reads them, and an adoption or
+   * a skip hashes them first. Sorted.
+   */
+  unverified: string[];
   /** The canonical `.posttrain-archive.json` bytes for `files`. */
   declarationBytes: Uint8Array;
   /** The local `.uploaded`, when one exists and parses. */

@@ -16,7 +16,7 @@ import {
   concurrencyOf,
   mapPool,
 } from "@ckpt/manifest";
-import type { ObjectStore } from "@ckpt/object-store";
+import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
@@ -263,7 +263,7 @@ async function uploadPayloads(
         ? local.legacyOriginal
         : { path: join(local.dir, file.path) };
     await storeCall(store, "upload", file.path, () =>
-      store.put(file.path, source, {
+      uploadChecked(store, local, file, source, {
         sha256: file.sha256,
         ...(signal ? { signal } : {}),
         onProgress: (sent) => {
@@ -288,6 +288,60 @@ async function uploadPayloads(
     doneBytes += file.size - counted;
     emit({ type: "uploaded", path: file.path, size: file.size });
   });
+}
+
+/**
+ * `store.put`, for a payload whose bytes the put checks against the inventory's digest as it
+ * reads them: bytes (or a size) other than recorded are the local artifact contradicting its
+ * manifest, found only now because its recorded digest was trusted until the upload read it.
+ */
+async function uploadChecked(
+  store: ObjectStore,
+  local: LocalArtifact,
+  file: FileEntry,
+  source: Parameters<ObjectStore["put"]>[1],
+  options: Parameters<ObjectStore["put"]>[2],
+): Promise<void> {
+  try {
+    await store.put(file.path, source, options);
+  } catch (error) {
+    if (!(error instanceof ObjectStoreError && error.code === "STORE_INTEGRITY")) throw error;
+    const path = join(local.dir, file.path);
+    throw new ArchivePublisherError(
+      "PUBLISH_PAYLOAD_MISMATCH",
+      `publish ${local.dir}: ${file.path} does not hold the bytes its manifest records (${messageOf(error)}). ` +
+        `Nothing of it was stored and the archive is not committed. The declaration at ${store.uri} binds the ` +
+        "recorded inventory: restore the payload and publish again (it resumes), or save the step into a new iteration directory.",
+      { kind: "refused", subject: path, cause: error },
+    );
+  }
+}
+
+/**
+ * Hashes the files whose recorded digest nothing has checked yet (see `LocalArtifact.unverified`):
+ * before an adoption or a skip, which upload nothing, so the receipt never vouches for unread bytes.
+ */
+async function confirmRecorded(
+  local: LocalArtifact,
+  emit: (event: PublishEvent) => void,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  if (local.unverified.length === 0) return;
+  const paths = local.unverified.map((p) => join(local.dir, p));
+  const digests = await hashLocal({ files: paths, dirs: [] }, emit, signal);
+  for (const file of local.files) {
+    if (!local.unverified.includes(file.path)) continue;
+    const got = digests.files.get(join(local.dir, file.path))!;
+    if (got.size !== file.size || got.sha256 !== file.sha256) {
+      throw new ArchivePublisherError(
+        "PUBLISH_PAYLOAD_MISMATCH",
+        `publish ${local.dir}: ${file.path} has sha256 ${got.sha256} (${got.size} bytes) but its manifest records ` +
+          `${file.sha256} (${file.size} bytes). The artifact changed after it was committed; restore the payload, ` +
+          "or save the step into a new iteration directory.",
+        { kind: "refused", subject: join(local.dir, file.path) },
+      );
+    }
+  }
 }
 
 /** Removes now-empty directories from `start` up to (not including) `root`. */
@@ -403,6 +457,7 @@ async function runPublish(
       { kind: plan.code === "PUBLISH_RELEASED_REMOTE_INVALID" ? "failed" : "refused", subject: plan.subject },
     );
   }
+  if (plan.action !== "publish") await confirmRecorded(local, emit, signal);
   if (local.manifestRewrite) await rewriteLocalManifest(local);
 
   let uploaded: string[] = [];

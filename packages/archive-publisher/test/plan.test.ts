@@ -41,6 +41,7 @@ const local: LocalArtifact = {
     { path: "model/__0_0.distcp", size: 2, sha256: sha("b") },
   ],
   absent: [],
+  unverified: [],
   declarationBytes: enc("declaration"),
 };
 

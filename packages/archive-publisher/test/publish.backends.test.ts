@@ -164,11 +164,48 @@ describeEachBackend("publishArtifact", (backend) => {
     expect((await store.head("model/__0_0.distcp"))?.size).toBe(4096);
   });
 
-  it("refuses a payload that contradicts its manifest before touching the store", async () => {
+  it("refuses a payload whose size contradicts its manifest before touching the store", async () => {
     const dir = await modelArtifact();
+    await writeFile(join(dir, "model.pt"), payload("tampered", 4095));
+    const store = await backend().open(label());
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      message: expect.stringContaining("is 4095 bytes but recorded as 4096"),
+    });
+    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+  });
+
+  it("refuses bytes that contradict the recorded digest as it uploads them: nothing of them stored, nothing committed", async () => {
+    const dir = await modelArtifact();
+    const original = await readFile(join(dir, "model.pt"));
+    // Same size, other bytes: only reading them finds it, and publish reads them once, to upload.
     await writeFile(join(dir, "model.pt"), payload("tampered"));
     const store = await backend().open(label());
-    await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_PAYLOAD_MISMATCH" });
-    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      kind: "refused",
+      subject: join(dir, "model.pt"),
+      message: expect.stringContaining("does not hold the bytes its manifest records"),
+    });
+    expect(await store.head("model.pt")).toBeUndefined();
+    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    await expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    // The declaration binds the recorded inventory: with the payload restored, the publish resumes.
+    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeDefined();
+    await writeFile(join(dir, "model.pt"), original);
+    expect(await publishArtifact(dir, store)).toMatchObject({ status: "published", uploaded: ["model.pt"] });
+  });
+
+  it("hashes the recorded payloads before adopting a committed archive, and refuses bytes that changed", async () => {
+    const dir = await modelArtifact();
+    const store = await backend().open(label());
+    await publishArtifact(dir, store);
+    await rm(join(dir, UPLOADED_MARKER_FILE));
+    await writeFile(join(dir, "model.pt"), payload("tampered"));
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      subject: join(dir, "model.pt"),
+    });
+    await expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
   });
 });

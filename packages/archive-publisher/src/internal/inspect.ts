@@ -21,9 +21,9 @@ import {
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 import { convertLegacyMergeManifest, isLegacyMergeManifest, parseLegacyMergeManifest } from "../legacy.js";
-import { type LocalArtifact, type SelectedFile, selectArchiveFiles } from "../plan.js";
+import { type LocalArtifact, selectArchiveFiles } from "../plan.js";
 import { sameBytes } from "./bytes.js";
-import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./local.js";
+import { entryInfo, entryKind, type HashEvent, hashLocal, iterDirOf, listTree } from "./local.js";
 
 /**
  * `read(path)`, or undefined when nothing is there. A failure is `code`, its message
@@ -120,9 +120,10 @@ async function readReceipt(dir: string): Promise<UploadedMarkerRead | undefined>
 }
 
 /**
- * Reads and hashes everything a publish selects that is on disk, checks every payload against its
- * manifest (size, digest where recorded, a directory's exact file list), fills in missing digests
- * and builds the declaration. A payload that is not on disk is listed in `absent` with the entry
+ * Reads everything a publish selects that is on disk and checks every payload against its manifest
+ * (size, a directory's exact file list, and the digest of every file hashed now), hashes what no
+ * record gives a digest for (then fills those digests in) and builds the declaration. Files whose
+ * recorded digest was not checked against their bytes are listed in `unverified`. A payload that is not on disk is listed in `absent` with the entry
  * its manifest records (it must record a digest); whether a receipt covers it is the planner's
  * decision. Touches nothing.
  */
@@ -155,42 +156,55 @@ export async function inspectLocalArtifact(
     ...(mergeComplete === undefined ? {} : { mergeComplete }),
   });
 
-  // Hash what is there: file components and records as files, directory components as whole
-  // trees (so a shard on disk that the manifest does not list is seen). A payload that is not
-  // there (released by an earlier publish) is not hashed; the planner decides whether the receipt
-  // covers it. A missing record, or anything that is not a regular file, is a contradiction.
+  // What is there: file components and records as files, directory components as whole trees
+  // (so a shard on disk that the manifest does not list is seen). A payload that is not there
+  // (released by an earlier publish) is listed in `absent`; the planner decides whether the
+  // receipt covers it. A missing record, or anything that is not a regular file, is a contradiction.
   const dirComponents = read.manifest.physical_components.filter((c) => c.kind === "dir");
-  const loose: SelectedFile[] = [];
+  const onDisk = new Map<string, number>();
   for (const f of selected) {
     if (f.role === "manifest" || (f.role === "legacy-manifest" && read.legacyOriginal !== undefined))
       continue;
     if (dirComponents.some((c) => f.path.startsWith(`${c.path}/`))) continue;
-    const kind = await entryKind(join(dir, f.path));
-    if (kind === "file") loose.push(f);
-    else if (kind !== "absent" || f.role !== "payload")
-      throw mismatch(dir, f.path, kind === "absent" ? "is missing" : "is not a regular file");
+    const entry = await entryInfo(join(dir, f.path));
+    if (entry.kind === "file") onDisk.set(f.path, entry.size);
+    else if (entry.kind !== "absent" || f.role !== "payload")
+      throw mismatch(dir, f.path, entry.kind === "absent" ? "is missing" : "is not a regular file");
   }
-  const trees: typeof dirComponents = [];
   for (const c of dirComponents) {
-    const kind = await entryKind(join(dir, c.path));
-    if (kind === "dir") trees.push(c);
-    else if (kind !== "absent") throw mismatch(dir, `${c.path}/`, "is not a directory");
-  }
-  const digests = await hashLocal(
-    { files: loose.map((f) => join(dir, f.path)), dirs: trees.map((c) => join(dir, c.path)) },
-    emit,
-    signal,
-  );
-  const actual = new Map<string, { size: number; sha256: string }>();
-  for (const f of loose) actual.set(f.path, digests.files.get(join(dir, f.path))!);
-  for (const c of trees) {
-    const tree = digests.dirs.get(join(dir, c.path))!;
+    const kind = (await entryInfo(join(dir, c.path))).kind;
+    if (kind === "absent") continue;
+    if (kind !== "dir") throw mismatch(dir, `${c.path}/`, "is not a directory");
     const listed = new Set(c.files.map((f) => f.path));
-    const extra = tree.files.find((f) => !listed.has(f.path));
-    if (extra !== undefined)
-      throw mismatch(dir, `${c.path}/${extra.path}`, "exists but is not listed in the manifest");
-    for (const f of tree.files) actual.set(`${c.path}/${f.path}`, { size: f.size, sha256: f.sha256 });
+    for (const file of await listTree(join(dir, c.path))) {
+      if (!listed.has(file.path))
+        throw mismatch(dir, `${c.path}/${file.path}`, "exists but is not listed in the manifest");
+      onDisk.set(`${c.path}/${file.path}`, file.size);
+    }
   }
+
+  // Hash what no record gives a digest for. A payload whose manifest records its digest is only
+  // checked for size here: its bytes are checked against that digest as they are uploaded (one
+  // read instead of two), or by `confirmRecorded` when nothing is uploaded. With payloads
+  // released, everything present is hashed now: the planner holds it against the receipt.
+  const released = selected.some((f) => f.role === "payload" && !onDisk.has(f.path));
+  const toHash: string[] = [];
+  const unverified: string[] = [];
+  for (const f of selected) {
+    const size = onDisk.get(f.path);
+    if (size === undefined) continue;
+    if (f.size !== undefined && size !== f.size) {
+      throw mismatch(dir, f.path, `is ${size} bytes but recorded as ${f.size}`);
+    }
+    if (f.sha256 === undefined || released) toHash.push(f.path);
+    else unverified.push(f.path);
+  }
+  const digests = await hashLocal({ files: toHash.map((p) => join(dir, p)), dirs: [] }, emit, signal);
+  const actual = new Map<string, { size: number; sha256: string }>();
+  for (const path of toHash) actual.set(path, digests.files.get(join(dir, path))!);
+  const recordedDigest = new Map(selected.map((f) => [f.path, f.sha256]));
+  for (const path of unverified)
+    actual.set(path, { size: onDisk.get(path)!, sha256: recordedDigest.get(path)! });
 
   const files: FileEntry[] = [];
   const absent: string[] = [];
@@ -216,9 +230,6 @@ export async function inspectLocalArtifact(
       absent.push(f.path);
       files.push({ path: f.path, ...recorded });
       continue;
-    }
-    if (f.size !== undefined && got.size !== f.size) {
-      throw mismatch(dir, f.path, `is ${got.size} bytes but recorded as ${f.size}`);
     }
     if (f.sha256 !== undefined && got.sha256 !== f.sha256) {
       throw mismatch(dir, f.path, `has sha256 ${got.sha256} but is recorded as ${f.sha256}`);
@@ -262,6 +273,7 @@ export async function inspectLocalArtifact(
     ...(read.legacyOriginal === undefined ? {} : { legacyOriginal: read.legacyOriginal }),
     files,
     absent,
+    unverified,
     declarationBytes,
     ...(receipt === undefined ? {} : { receipt }),
   };

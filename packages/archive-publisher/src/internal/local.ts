@@ -1,6 +1,7 @@
-import { lstat } from "node:fs/promises";
+import { lstat, readdir } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import {
+  compareCodePoints,
   type DirectoryDigest,
   type FileDigest,
   hashDirectory,
@@ -33,19 +34,61 @@ export function iterDirOf(
 
 /** What a path inside an artifact directory is. Symbolic links and special files are refused by the hashers. */
 export async function entryKind(path: string): Promise<"file" | "dir" | "other" | "absent"> {
+  return (await entryInfo(path)).kind;
+}
+
+/** {@link entryKind}, with the size of a regular file. */
+export async function entryInfo(
+  path: string,
+): Promise<{ kind: "file" | "dir" | "other" | "absent"; size: number }> {
   try {
     const info = await lstat(path);
-    if (info.isFile()) return "file";
-    if (info.isDirectory()) return "dir";
-    return "other";
+    return { kind: info.isFile() ? "file" : info.isDirectory() ? "dir" : "other", size: info.size };
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent", size: 0 };
     throw new ArchivePublisherError(
       "PUBLISH_LOCAL_READ_FAILED",
       `inspect ${path}: ${messageOf(error)}. Check that it is readable.`,
       { kind: "failed", subject: path, cause: error },
     );
   }
+}
+
+/**
+ * Every file below `root` with its size (relative POSIX paths, sorted), read from the directory
+ * entries alone. Anything but a regular file or a directory (a symbolic link, a FIFO) is refused,
+ * as the hashers refuse it.
+ */
+export async function listTree(root: string): Promise<Array<{ path: string; size: number }>> {
+  const out: Array<{ path: string; size: number }> = [];
+  const visit = async (relative: string): Promise<void> => {
+    const absolute = relative === "" ? root : join(root, relative);
+    let names: string[];
+    try {
+      names = await readdir(absolute);
+    } catch (error) {
+      throw new ArchivePublisherError(
+        "PUBLISH_LOCAL_READ_FAILED",
+        `list ${absolute}: ${messageOf(error)}. Check that it is readable.`,
+        { kind: "failed", subject: absolute, cause: error },
+      );
+    }
+    for (const name of names) {
+      const child = relative === "" ? name : `${relative}/${name}`;
+      const entry = await entryInfo(join(root, child));
+      if (entry.kind === "dir") await visit(child);
+      else if (entry.kind === "file") out.push({ path: child, size: entry.size });
+      else if (entry.kind === "other") {
+        throw new ArchivePublisherError(
+          "PUBLISH_LOCAL_READ_FAILED",
+          `inspect ${join(root, child)}: it is not a regular file (a symbolic link or a special file); an artifact holds only files. Replace it with the file itself.`,
+          { kind: "refused", subject: join(root, child) },
+        );
+      }
+    }
+  };
+  await visit("");
+  return out.sort((a, b) => compareCodePoints(a.path, b.path));
 }
 
 /** Progress of hashing: bytes done of the current batch (the files together, then each directory). */
