@@ -20,7 +20,7 @@ import { componentBytes } from "./fixtures/component-bytes.mjs";
 const seed = crashSeed();
 const kills = crashKills(100);
 const SCRIPT = join(REPO_ROOT, "test", "manager", "fixtures", "save-loop.mjs");
-const STEPS = { full: 10, artifact: 8 } as const;
+const STEPS = { full: 20, artifact: 14 } as const;
 type Mode = keyof typeof STEPS;
 
 const bytesOf = componentBytes;
@@ -171,7 +171,7 @@ describe("trainer checkpoint manager under SIGKILL", () => {
     const report = await runCrashSuite({
       seed,
       kills,
-      killsPerRound: 6,
+      killsPerRound: 8,
       startup: { args: [SCRIPT, "--startup"] },
       command: () => ({ args: [SCRIPT, outputRoot, mode, String(STEPS[mode])] }),
       prepare: async (r) => {
