@@ -59,6 +59,15 @@ describe("ckpt inspect", () => {
     expect(JSON.parse(j.out())).toMatchObject({ ok: false, error: { code: "INSPECT_NOT_FOUND" } });
   });
 
+  it("draws hashing progress on stderr only on a terminal", async () => {
+    const tty = captureIo({ interactive: true });
+    expect(await runCli(["inspect", file, "--sha256"], tty.io)).toBe(0);
+    expect(tty.err()).toContain("hash [");
+    const pipe = captureIo();
+    expect(await runCli(["inspect", file, "--sha256"], pipe.io)).toBe(0);
+    expect(pipe.err()).toBe("");
+  });
+
   it("documents itself with an example", async () => {
     const c = captureIo();
     expect(await runCli(["inspect", "--help"], c.io)).toBe(0);

@@ -52,7 +52,13 @@ export {
   type HfTensorInfo,
   type SafetensorsIndex,
 } from "./hf/directory.js";
-export { inspectPath, type InspectKind, type InspectReport, type InspectedTensor } from "./inspect.js";
+export {
+  inspectPath,
+  type InspectKind,
+  type InspectOptions,
+  type InspectReport,
+  type InspectedTensor,
+} from "./inspect.js";
 
 // --- torch.save zip + restricted unpickler + DCP metadata (src/torch, src/dcp)
 export { openTorchFile, type TorchFile, type TorchTensorEntry } from "./torch/reader.js";

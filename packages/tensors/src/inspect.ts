@@ -39,6 +39,26 @@ export interface InspectReport {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
+export interface InspectOptions {
+  /** Hash every tensor's bytes (reads all data). */
+  readonly sha256?: boolean;
+  /** Called after each tensor is hashed: bytes hashed so far of all tensors to hash. */
+  readonly onProgress?: (event: { path: string; doneBytes: number; totalBytes: number }) => void;
+}
+
+/** Counts hashed tensor bytes for `onProgress`; a no-op without a listener. */
+function tally(
+  options: InspectOptions,
+  tensors: readonly { readonly byteLength: number }[],
+): (name: string, bytes: number) => void {
+  const totalBytes = tensors.reduce((sum, t) => sum + t.byteLength, 0);
+  let doneBytes = 0;
+  return (name, bytes) => {
+    doneBytes += bytes;
+    options.onProgress?.({ path: name, doneBytes, totalBytes });
+  };
+}
+
 /** Bytes hashed per positioned read: large enough to amortise the call, small enough to keep memory flat. */
 const HASH_CHUNK_BYTES = 8 * 1024 * 1024;
 
@@ -62,18 +82,23 @@ async function withSource<T>(path: string, use: (source: ByteSource) => Promise<
   }
 }
 
-async function inspectSafetensorsFile(path: string, sha256: boolean): Promise<InspectReport> {
+async function inspectSafetensorsFile(path: string, options: InspectOptions): Promise<InspectReport> {
   return withSource(path, async (source) => {
     const header = await readSafetensorsHeader(source);
     const file = basename(path);
     const tensors: InspectedTensor[] = [];
+    const hashed = tally(options, header.tensors);
     for (const t of header.tensors) {
       const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file };
-      tensors.push(
-        sha256
-          ? { ...base, sha256: await hashRange(source, t.dataOffset, t.byteLength, `tensor ${t.name}`) }
-          : base,
-      );
+      if (!options.sha256) {
+        tensors.push(base);
+        continue;
+      }
+      tensors.push({
+        ...base,
+        sha256: await hashRange(source, t.dataOffset, t.byteLength, `tensor ${t.name}`),
+      });
+      hashed(t.name, t.byteLength);
     }
     return {
       kind: "safetensors",
@@ -85,14 +110,15 @@ async function inspectSafetensorsFile(path: string, sha256: boolean): Promise<In
   });
 }
 
-async function inspectHfDirectory(path: string, sha256: boolean): Promise<InspectReport> {
+async function inspectHfDirectory(path: string, options: InspectOptions): Promise<InspectReport> {
   const hf = await openHfDirectory(path);
   const tensors: InspectedTensor[] = [];
+  const hashed = tally(options, hf.tensors);
   const sources = new Map<string, ByteSource>();
   try {
     for (const t of hf.tensors) {
       const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file: t.file };
-      if (!sha256) {
+      if (!options.sha256) {
         tensors.push(base);
         continue;
       }
@@ -105,6 +131,7 @@ async function inspectHfDirectory(path: string, sha256: boolean): Promise<Inspec
         ...base,
         sha256: await hashRange(source, t.dataOffset, t.byteLength, `tensor ${t.name}`),
       });
+      hashed(t.name, t.byteLength);
     }
   } finally {
     for (const s of sources.values()) await s.close();
@@ -126,21 +153,27 @@ function looksLikeTorch(head: Uint8Array): boolean {
   return zip || (head[0] === 0x80 && head[1] === 0x02);
 }
 
-async function inspectTorchFile(path: string, source: ByteSource, sha256: boolean): Promise<InspectReport> {
+async function inspectTorchFile(
+  path: string,
+  source: ByteSource,
+  options: InspectOptions,
+): Promise<InspectReport> {
   // TorchFile.close() only closes `source`, which the caller (withSource) owns and closes.
   const torch = await openTorchFile(source);
   const file = basename(path);
   const tensors: InspectedTensor[] = [];
   let buffer = new Uint8Array(0);
+  const hashed = tally(options, torch.tensors);
   for (const t of torch.tensors) {
     const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file };
-    if (!sha256) {
+    if (!options.sha256) {
       tensors.push(base);
       continue;
     }
     if (buffer.length < t.byteLength) buffer = new Uint8Array(t.byteLength);
     const bytes = await torch.readTensor(t, buffer);
     tensors.push({ ...base, sha256: createHash("sha256").update(bytes).digest("hex") });
+    hashed(t.name, t.byteLength);
   }
   return { kind: "torch", path, files: [{ file, size: source.size }], tensors, metadata: {} };
 }
@@ -192,23 +225,22 @@ async function exists(path: string): Promise<boolean> {
  * Reads headers and metadata only, unless `sha256` is set: then every tensor's bytes are hashed
  * (safetensors in bounded chunks, torch tensors one at a time; DCP tensors get no hash).
  */
-export async function inspectPath(path: string, options: { sha256?: boolean } = {}): Promise<InspectReport> {
-  const sha256 = options.sha256 ?? false;
+export async function inspectPath(path: string, options: InspectOptions = {}): Promise<InspectReport> {
   const info = await statOrThrow(path);
   if (info.isDirectory()) {
     if (
       (await exists(join(path, "model.safetensors.index.json"))) ||
       (await exists(join(path, "model.safetensors")))
     ) {
-      return inspectHfDirectory(path, sha256);
+      return inspectHfDirectory(path, options);
     }
     if (await exists(join(path, DCP_METADATA_FILE))) return inspectDcpDirectory(path);
   } else if (path.endsWith(".safetensors")) {
-    return inspectSafetensorsFile(path, sha256);
+    return inspectSafetensorsFile(path, options);
   } else {
     const report = await withSource(path, async (source) => {
       const head = await readExactly(source, 0, Math.min(4, source.size), "file signature");
-      return looksLikeTorch(head) ? inspectTorchFile(path, source, sha256) : undefined;
+      return looksLikeTorch(head) ? inspectTorchFile(path, source, options) : undefined;
     });
     if (report) return report;
   }

@@ -51,6 +51,20 @@ describe("inspectPath", () => {
     expect(hashed.tensors.map(({ file: _f, ...rest }) => rest)).toEqual(expectedRows(true));
   });
 
+  it("reports hashing progress tensor by tensor, ending at the bytes of all tensors", async () => {
+    const dir = join(root, "hf-progress");
+    await writeShardedSafetensors(dir, tensors, bytesOf, { maxShardBytes: 12 });
+    const events: Array<{ path: string; doneBytes: number; totalBytes: number }> = [];
+    await inspectPath(dir, { sha256: true, onProgress: (e) => events.push(e) });
+    expect(events.map((e) => [e.path, e.doneBytes, e.totalBytes])).toEqual([
+      ["w", 12, 32],
+      ["b", 24, 32],
+      ["n", 32, 32],
+    ]);
+    await inspectPath(dir, { onProgress: (e) => events.push(e) });
+    expect(events).toHaveLength(3); // nothing is hashed without sha256
+  });
+
   it("lists a sharded Hugging Face directory, index first in the files", async () => {
     const dir = join(root, "hf");
     await writeShardedSafetensors(dir, tensors, bytesOf, { maxShardBytes: 12 });

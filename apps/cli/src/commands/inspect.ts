@@ -1,4 +1,5 @@
 import type { InspectReport } from "@ckpt/tensors";
+import { createProgress } from "../progress.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
@@ -48,9 +49,18 @@ export const inspectCommand: CkptCommand<InspectArgs> = {
         "ckpt inspect ./hf-model --sha256 --json",
         "the same for a sharded directory, with hashes, as JSON",
       ),
-  async run(args) {
+  async run(args, io) {
     const { inspectPath } = await import("@ckpt/tensors");
-    const report = await inspectPath(args.path, { sha256: args.sha256 });
+    const progress = createProgress(io, "hash");
+    let report: InspectReport;
+    try {
+      report = await inspectPath(args.path, {
+        sha256: args.sha256,
+        onProgress: (e) => progress.update(e.doneBytes, e.totalBytes, e.path),
+      });
+    } finally {
+      progress.finish();
+    }
     return { exitCode: 0, report: { ok: true, ...report }, human: renderInspect(report, args.sha256) };
   },
 };
