@@ -23,11 +23,15 @@ import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
 import { DEFAULT_HEAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
 import {
+  ABANDONED_PROBE_AGE_MS,
   createAndConfirm,
+  type ListedObject,
+  listObjects,
   listSizes,
   probeConditionalCreate,
   readObject,
   storeCall,
+  sweepAbandonedProbes,
 } from "./internal/remote.js";
 import {
   describeProblems,
@@ -44,6 +48,11 @@ export interface PublishOptions {
   headConcurrency?: number;
   /** Payload uploads in flight (default 8; clamped to 1..64). */
   uploadConcurrency?: number;
+  /**
+   * A publish that writes the archive deletes the conditional-create probes a killed publish left
+   * at this prefix once they are this old (default one hour; a live probe lasts seconds).
+   */
+  abandonedProbeAgeMs?: number;
   signal?: AbortSignal;
 }
 
@@ -76,6 +85,7 @@ export interface PublishReport {
 export type PublishEvent =
   | HashEvent
   | { type: "plan"; action: PublishPlan["action"]; upload: number; uploadBytes: number; present: number }
+  | { type: "probes"; removed: string[] }
   | { type: "declaration"; status: "created" | "existing" }
   | { type: "upload"; path: string; sent: number; size: number; doneBytes: number; totalBytes: number }
   | { type: "uploaded"; path: string; size: number }
@@ -130,21 +140,26 @@ interface Run {
  * place, so only those are HEADed (for their digest): a fresh destination costs one listing, not
  * a HEAD per file. A key listed with another size is recorded with that size (to be replaced).
  */
-async function readRemoteState(store: ObjectStore, local: LocalArtifact, run: Run): Promise<RemoteState> {
+async function readRemoteState(
+  store: ObjectStore,
+  local: LocalArtifact,
+  run: Run,
+): Promise<{ state: RemoteState; listed?: ReadonlyMap<string, ListedObject> }> {
   const { signal } = run;
   const [declaration, manifest] = await Promise.all([
     readObject(store, ARCHIVE_DECLARATION_FILE, signal),
     readObject(store, ARTIFACT_MANIFEST_FILE, signal),
   ]);
   if (manifest !== undefined) {
-    return { ...(declaration ? { declaration } : {}), manifest };
+    return { state: { ...(declaration ? { declaration } : {}), manifest } };
   }
-  const listed = await storeCall(store, "list", "", () => listSizes(store, signal));
+  const listed = await storeCall(store, "list", "", () => listObjects(store, signal));
+  const sizeOf = (path: string) => listed.get(path)?.size;
   const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST_FILE && listed.has(f.path));
   const objects = new Map<string, { size: number; sha256?: string }>();
-  const candidates = payloads.filter((f) => listed.get(f.path) === f.size);
+  const candidates = payloads.filter((f) => sizeOf(f.path) === f.size);
   for (const file of payloads) {
-    if (listed.get(file.path) !== file.size) objects.set(file.path, { size: listed.get(file.path)! });
+    if (sizeOf(file.path) !== file.size) objects.set(file.path, { size: sizeOf(file.path)! });
   }
   const heads = await mapPool(candidates, run.heads, (file) =>
     storeCall(store, "head", file.path, () => store.head(file.path, signal ? { signal } : {})),
@@ -158,7 +173,7 @@ async function readRemoteState(store: ObjectStore, local: LocalArtifact, run: Ru
       });
     }
   });
-  return { ...(declaration ? { declaration } : {}), objects };
+  return { state: { ...(declaration ? { declaration } : {}), objects }, listed };
 }
 
 /** Writes the converted or digest-completed manifest locally, keeping a legacy original beside it. */
@@ -441,7 +456,7 @@ async function runPublish(
   };
   const local = await inspectLocalArtifact(artifactDir, emit, signal);
   aborted(signal, local.dir);
-  const remote = await readRemoteState(store, local, run);
+  const { state: remote, listed } = await readRemoteState(store, local, run);
   const plan = planPublish(local, remote, store.identity);
   emit({
     type: "plan",
@@ -462,6 +477,14 @@ async function runPublish(
 
   let uploaded: string[] = [];
   if (plan.action === "publish") {
+    if (listed !== undefined) {
+      const removed = await sweepAbandonedProbes(store, listed, {
+        now: new Date(),
+        maxAgeMs: options.abandonedProbeAgeMs ?? ABANDONED_PROBE_AGE_MS,
+        ...(signal ? { signal } : {}),
+      });
+      if (removed.length > 0) emit({ type: "probes", removed });
+    }
     // Every conditional create below is trusted only once the store has shown it enforces them.
     await probeConditionalCreate(store, signal);
     if (plan.createDeclaration) {

@@ -61,15 +61,85 @@ export async function readObject(
   });
 }
 
-/** Size by key of every object below the store's root, from one listing (paginated as needed). */
+/** What a listing says about one object. */
+export interface ListedObject {
+  size: number;
+  lastModified?: Date;
+}
+
+/** Every object below the store's root, from one listing (paginated as needed). */
+export async function listObjects(
+  store: ObjectStore,
+  signal?: AbortSignal,
+): Promise<Map<string, ListedObject>> {
+  const objects = new Map<string, ListedObject>();
+  for await (const info of store.list("", signal ? { signal } : {})) {
+    objects.set(info.key, {
+      size: info.size,
+      ...(info.lastModified === undefined ? {} : { lastModified: info.lastModified }),
+    });
+  }
+  return objects;
+}
+
+/** Size by key of every object below the store's root, from one listing. */
 export async function listSizes(store: ObjectStore, signal?: AbortSignal): Promise<Map<string, number>> {
   const sizes = new Map<string, number>();
-  for await (const info of store.list("", signal ? { signal } : {})) sizes.set(info.key, info.size);
+  for (const [key, object] of await listObjects(store, signal)) sizes.set(key, object.size);
   return sizes;
 }
 
-/** Prefix of the probe objects; a leftover one (a crash mid-probe) is recognisable and harmless. */
+/** Prefix of the probe objects. */
 export const CONDITIONAL_PROBE_PREFIX = ".posttrain-archive.probe-";
+/** The whole name of a probe object: the prefix and 16 random hex digits, at the store's root. */
+const PROBE_KEY = /^\.posttrain-archive\.probe-[0-9a-f]{16}$/;
+/** Age after which a leftover probe object is taken as abandoned (a probe lives for seconds). */
+export const ABANDONED_PROBE_AGE_MS = 60 * 60 * 1000;
+
+/** The body of the `n`-th conditional create of probe `key` (1: the one that must win). */
+function probeBody(key: string, n: 1 | 2): Uint8Array {
+  return new TextEncoder().encode(`probe ${key} ${n}\n`);
+}
+
+/**
+ * The listed objects that are conditional-create probes this tool made and a killed publish left
+ * behind: named by the probe scheme, exactly as large as the probe body that name implies, and
+ * last written at least `maxAgeMs` before `now` (a live publish deletes its probe within seconds).
+ * Anything else, even with a probe-like name, is not this tool's and is never chosen. Pure.
+ */
+export function abandonedProbes(
+  listed: ReadonlyMap<string, ListedObject>,
+  now: Date,
+  maxAgeMs: number,
+): string[] {
+  const out: string[] = [];
+  for (const [key, object] of listed) {
+    if (!PROBE_KEY.test(key) || object.size !== probeBody(key, 1).byteLength) continue;
+    if (object.lastModified === undefined) continue;
+    if (now.getTime() - object.lastModified.getTime() >= maxAgeMs) out.push(key);
+  }
+  return out.sort();
+}
+
+/**
+ * Deletes the abandoned probes {@link abandonedProbes} finds, best effort (one that cannot be
+ * deleted now is left for a later publish). Returns the keys deleted.
+ */
+export async function sweepAbandonedProbes(
+  store: ObjectStore,
+  listed: ReadonlyMap<string, ListedObject>,
+  options: { now: Date; maxAgeMs: number; signal?: AbortSignal },
+): Promise<string[]> {
+  const removed: string[] = [];
+  for (const key of abandonedProbes(listed, options.now, options.maxAgeMs)) {
+    const deleted = await store.delete(key, options.signal ? { signal: options.signal } : {}).then(
+      () => true,
+      () => false,
+    );
+    if (deleted) removed.push(key);
+  }
+  return removed;
+}
 
 function unenforced(store: ObjectStore, detail: string): ArchivePublisherError {
   return new ArchivePublisherError(
@@ -88,8 +158,8 @@ function unenforced(store: ObjectStore, detail: string): ArchivePublisherError {
  */
 export async function probeConditionalCreate(store: ObjectStore, signal?: AbortSignal): Promise<void> {
   const key = `${CONDITIONAL_PROBE_PREFIX}${randomBytes(8).toString("hex")}`;
-  const first = new TextEncoder().encode(`probe ${key} 1\n`);
-  const second = new TextEncoder().encode(`probe ${key} 2\n`);
+  const first = probeBody(key, 1);
+  const second = probeBody(key, 2);
   const options = signal ? { signal } : {};
   try {
     const a = await storeCall(store, "probe", key, () => store.createIfAbsent(key, first, options));
@@ -103,7 +173,8 @@ export async function probeConditionalCreate(store: ObjectStore, signal?: AbortS
       throw unenforced(store, `the probe object ${key} did not keep its first bytes`);
     }
   } finally {
-    // Best effort: a leftover probe object names itself and is never part of an inventory.
+    // Best effort: a leftover probe names itself, is never part of an inventory, and a later
+    // publish to this prefix deletes it once it is old enough to be abandoned.
     await store.delete(key, options).catch(() => {});
   }
 }
