@@ -402,8 +402,13 @@ describe("one materializer per output", () => {
         tool: "ckpt materialize-hf",
       }),
     );
+    // A lock directory a killed process was creating, and one it was removing.
+    const dead = 2 ** 22 + 17;
+    await mkdir(`${out}.lock.${dead}-0123abcd`);
+    await mkdir(`${out}.lock.dead-${dead}-89abcdef`);
     const report = await materializeHf(request(denseA, dense.base, out, { lockWaitSeconds: 0 }));
     expect(report.action).toBe("built");
+    expect(await siblings(out)).toEqual(["teacher"]);
   });
 
   it("two identical requests at once both succeed: one builds, the other skips", async () => {

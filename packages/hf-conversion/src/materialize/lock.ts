@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { hostname } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import lockfile from "proper-lockfile";
 import { describe, HfConversionError, refusal } from "../errors.js";
 
@@ -85,6 +85,36 @@ function lockFs(holder: LockHolder): typeof fs {
   } as unknown as typeof fs;
 }
 
+/** `<out>.lock.<pid>-<hex>` (a lock being created) and `<out>.lock.dead-<pid>-<hex>` (one being removed). */
+function lockTemporaryPattern(lockDir: string): RegExp {
+  const name = basename(lockDir).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+  return new RegExp(`^${name}\\.(?:dead-)?(\\d+)-[0-9a-f]{8}$`);
+}
+
+/**
+ * Removes lock directories a killed process left half made or half removed beside `<out>.lock`:
+ * only those named after a process of this host that is gone.
+ */
+function clearAbandonedTemporaries(lockDir: string): void {
+  const pattern = lockTemporaryPattern(lockDir);
+  let names: string[];
+  try {
+    names = fs.readdirSync(dirname(lockDir));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const match = pattern.exec(name);
+    if (!match) continue;
+    const path = join(dirname(lockDir), name);
+    const holder = readHolder(path);
+    // Named by its creator's pid; the holder record (when written) says which host it is from.
+    if ((holder === undefined || holder.host === hostname()) && !isAlive(Number(match[1]))) {
+      fs.rmSync(path, { recursive: true, force: true });
+    }
+  }
+}
+
 /**
  * Removes a lock whose holder ran on this host and is gone (killed), without waiting for its
  * mtime to go stale. It is moved aside first and checked again, so a lock taken meanwhile by a
@@ -148,6 +178,7 @@ export async function acquireOutputLock(
       });
     }
     clearDeadHolder(lockDir);
+    clearAbandonedTemporaries(lockDir);
     try {
       const release = await lockfile.lock(out, {
         lockfilePath: lockDir,
