@@ -11,7 +11,7 @@
 //   async     save_async: the write runs in the background (`written`), the loop is blocked only
 //             for plan + begin + scheduling, next to the synchronous loop-blocked figure.
 // Knobs: CKPT_BENCH_MANAGER_MIB (1024), CKPT_BENCH_REPS (3), CKPT_BENCH_DIR (os.tmpdir()).
-import { mkdir, mkdtemp, open, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, open, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -32,7 +32,8 @@ async function trainerWrite(targets, durable) {
   await mkdir(dirname(targets.model), { recursive: true });
   const handle = await open(targets.model, "w");
   try {
-    for (let left = MODEL_MIB * MiB; left > 0; left -= chunk.length) await handle.write(chunk, 0, Math.min(chunk.length, left));
+    for (let left = MODEL_MIB * MiB; left > 0; left -= chunk.length)
+      await handle.write(chunk, 0, Math.min(chunk.length, left));
     if (durable) await handle.sync();
   } finally {
     await handle.close();
@@ -46,7 +47,12 @@ async function trainerWrite(targets, durable) {
 }
 
 async function openManager(root, saveAsync) {
-  const { config } = parseManagerConfig({ save_every: 1, save_async: saveAsync, keep_optim_last: 0, keep_model_last: 0 });
+  const { config } = parseManagerConfig({
+    save_every: 1,
+    save_async: saveAsync,
+    keep_optim_last: 0,
+    keep_model_last: 0,
+  });
   return CheckpointManager.open({
     config,
     outputRoot: root,
@@ -59,7 +65,11 @@ async function openManager(root, saveAsync) {
 
 /** Frees the previous iteration outside the timings, so the disk holds one model at a time. */
 async function dropPrevious(manager, step) {
-  if (step > 1) await rm(join(manager.attemptDir, "checkpoints", `iter_${String(step - 1).padStart(9, "0")}`), { recursive: true, force: true });
+  if (step > 1)
+    await rm(join(manager.attemptDir, "checkpoints", `iter_${String(step - 1).padStart(9, "0")}`), {
+      recursive: true,
+      force: true,
+    });
 }
 
 /** One synchronous save: returns the trainer's write time and the manager's added time. */
@@ -71,7 +81,11 @@ async function syncSave(manager, step, durable) {
   });
   const write = await measure(() => trainerWrite(session.targets, durable));
   const commit = await measure(() => manager.commitSave(session));
-  return { write: write.seconds, added: begin.seconds + commit.seconds, clean: begin.clean && write.clean && commit.clean };
+  return {
+    write: write.seconds,
+    added: begin.seconds + commit.seconds,
+    clean: begin.clean && write.clean && commit.clean,
+  };
 }
 
 async function syncRows(root, durable) {
@@ -118,8 +132,22 @@ try {
   printTable(
     ["mode", "trainer write ms", "manager added ms", "added / write", "loop blocked ms", "clean runs"],
     [
-      ["durable", ms(mD.write), ms(mD.added), pct(mD.added, mD.write), ms(mD.write + mD.added), `${durable.filter((r) => r.clean).length}/${REPS}`],
-      ["cached", ms(mC.write), ms(mC.added), pct(mC.added, mC.write), ms(mC.write + mC.added), `${cached.filter((r) => r.clean).length}/${REPS}`],
+      [
+        "durable",
+        ms(mD.write),
+        ms(mD.added),
+        pct(mD.added, mD.write),
+        ms(mD.write + mD.added),
+        `${durable.filter((r) => r.clean).length}/${REPS}`,
+      ],
+      [
+        "cached",
+        ms(mC.write),
+        ms(mC.added),
+        pct(mC.added, mC.write),
+        ms(mC.write + mC.added),
+        `${cached.filter((r) => r.clean).length}/${REPS}`,
+      ],
       ["async", "-", "-", "-", ms(blocked), `${asyncRuns.filter((r) => r.clean).length}/${REPS}`],
     ],
   );
