@@ -360,6 +360,19 @@ describe("crash recovery", () => {
     expect(await siblings(out)).toEqual(["teacher"]);
   });
 
+  it("a half-removed <out>.previous (only its marker left) is still this tool's: --force removes it at the swap", async () => {
+    const out = freshOut();
+    await built(denseA, out);
+    await mkdir(`${out}.previous`);
+    await cp(join(out, ".materialized"), join(`${out}.previous`, ".materialized"));
+    await expect(materializeHf(request(denseB, dense.base, out))).rejects.toMatchObject({
+      code: "MATERIALIZE_OUTPUT_MISMATCH",
+    });
+    const forced = await materializeHf(request(denseB, dense.base, out, { force: true }));
+    expect(forced.action).toBe("built");
+    expect(await siblings(out)).toEqual(["teacher"]);
+  });
+
   it("files ckpt did not write are never replaced, even under --force", async () => {
     const out = freshOut();
     await mkdir(out, { recursive: true });

@@ -1,4 +1,4 @@
-import { copyFile, mkdir, rename, rm } from "node:fs/promises";
+import { copyFile, mkdir, readdir, rename, rm } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import type { FetchEvent } from "@ckpt/archive-reader";
 import {
@@ -306,7 +306,24 @@ async function* mapFetch<R>(inner: AsyncGenerator<FetchEvent, R>): AsyncGenerato
   }
 }
 
+/**
+ * Removes a tree this tool owns with its ownership records (`.overlay_source.json`, then
+ * `.materialized`) last, so a kill halfway leaves a tree still recognisably this tool's, which the
+ * next run removes again, rather than an unmarked remnant it must refuse as foreign.
+ */
 async function removeTree(path: string): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw error;
+  }
+  const records = [OVERLAY_SOURCE_FILE, MATERIALIZED_MARKER_FILE];
+  for (const name of names) {
+    if (!records.includes(name)) await rm(join(path, name), { recursive: true, force: true });
+  }
+  for (const name of records) await rm(join(path, name), { force: true });
   await rm(path, { recursive: true, force: true });
   await fsyncDirectory(dirname(path));
 }
@@ -604,7 +621,7 @@ class Run {
       await fsyncDirectory(staged);
       return { marker, report };
     } catch (error) {
-      await rm(staged, { recursive: true, force: true }).catch(() => {});
+      await removeTree(staged).catch(() => {});
       throw inStage(error, stage, out);
     }
   }
