@@ -9,7 +9,7 @@
 // CKPT_BENCH_SHARD_MIB (2, the DCP shard size). The S3 server is the one AWS_ENDPOINT_URL /
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY name, else a private Ceph started here
 // (tools/s3-server/ceph-s3.sh under its own CEPH_S3_DIR and free ports) and stopped afterwards.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomFillSync } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
@@ -17,7 +17,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { MiB, machineBusySeconds, median, printTable, run } from "./lib.mjs";
+import { MiB, median, pinnedCli, printTable, run, timedProcess } from "./lib.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..");
@@ -53,25 +53,6 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
   process.on(signal, () => {
     cleanupAll().finally(() => process.exit(130));
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// The CLI under test, pinned: bundled from the built dist into the scratch directory, so a
-// rebuild of the workspace during the run (tsup empties dist first) cannot break it.
-async function pinCli() {
-  const esbuild = join(repo, "node_modules", ".bin", "esbuild");
-  if (!existsSync(esbuild)) return cliDist;
-  const out = join(scratch, "ckpt-cli.mjs");
-  await run(esbuild, [
-    cliDist,
-    "--bundle",
-    "--platform=node",
-    "--format=esm",
-    `--outfile=${out}`,
-    "--log-level=error",
-    "--banner:js=import { createRequire as __ckptRequire } from 'node:module'; const require = __ckptRequire(import.meta.url);",
-  ]);
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,50 +193,7 @@ async function writeArtifact(root) {
 // ---------------------------------------------------------------------------------------------
 // One timed process: wall time, peak RSS (/usr/bin/time -f %M), CPU of others (minus the server).
 function timed(command, args, options = {}) {
-  const rssFile = join(scratch, `rss-${process.hrtime.bigint()}`);
-  return new Promise((resolve, reject) => {
-    const busy0 = machineBusySeconds();
-    const server0 = serverCpuSeconds();
-    const t0 = process.hrtime.bigint();
-    const child = spawn("/usr/bin/time", ["-f", "%M %U %S", "-o", rssFile, command, ...args], {
-      stdio: ["ignore", "pipe", "pipe"],
-      ...options,
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      err += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-      const [rssKiB, user, sys] = readFileSync(rssFile, "utf8")
-        .trim()
-        .split("\n")
-        .at(-1)
-        .split(" ")
-        .map(Number);
-      const own = user + sys;
-      const other = Math.max(0, machineBusySeconds() - busy0 - own - (serverCpuSeconds() - server0));
-      if (code !== 0) {
-        reject(
-          new Error(`${command} ${args.join(" ")} exited ${code}:\n${out.slice(-2000)}\n${err.slice(-2000)}`),
-        );
-        return;
-      }
-      resolve({
-        seconds,
-        rssMiB: rssKiB / 1024,
-        ownCpu: own,
-        otherCpu: other,
-        clean: other <= 0.3 + 0.15 * seconds,
-        out,
-      });
-    });
-  });
+  return timedProcess(command, args, { ...options, excludeCpu: serverCpuSeconds });
 }
 
 async function filesBelow(dir) {
@@ -268,7 +206,7 @@ async function filesBelow(dir) {
 
 // ---------------------------------------------------------------------------------------------
 try {
-  const cli = await pinCli();
+  const cli = await pinnedCli(scratch);
   const s3 = await s3Server();
   const bucket = `ckpt-bench-${process.pid}`;
   const credentials = join(scratch, "credentials.json");

@@ -1,6 +1,8 @@
 // Shared helpers for tools/bench/*.bench.mjs: timing, noise detection, page-cache control, tables.
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 export const MiB = 1024 * 1024;
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux; /proc/stat and /proc/self/stat count in these
@@ -86,4 +88,82 @@ export function printTable(header, rows) {
   console.log(line(all[0]));
   console.log(widths.map((w) => "-".repeat(w)).join("  "));
   for (const row of all.slice(1)) console.log(line(row));
+}
+
+/**
+ * Runs one process under `/usr/bin/time`: wall seconds (measured here, start-up included), peak
+ * RSS, the process's own CPU, the CPU other processes used meanwhile (minus `excludeCpu()`, e.g.
+ * a local server's), the noise verdict of {@link measure} and stdout. Rejects on a non-zero exit.
+ */
+export function timedProcess(command, args, options = {}) {
+  const { excludeCpu = () => 0, ...spawnOptions } = options;
+  const report = join(tmpdir(), `ckpt-bench-time-${process.pid}-${process.hrtime.bigint()}`);
+  return new Promise((resolve, reject) => {
+    const busy0 = machineBusySeconds();
+    const excluded0 = excludeCpu();
+    const t0 = process.hrtime.bigint();
+    const child = spawn("/usr/bin/time", ["-f", "%M %U %S", "-o", report, command, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      ...spawnOptions,
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      err += d;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => {
+      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      let fields = [Number.NaN, 0, 0];
+      try {
+        fields = readFileSync(report, "utf8").trim().split("\n").at(-1).split(" ").map(Number);
+        rmSync(report, { force: true });
+      } catch {}
+      const [rssKiB, user, sys] = fields;
+      const own = user + sys;
+      const other = Math.max(0, machineBusySeconds() - busy0 - own - (excludeCpu() - excluded0));
+      if (code !== 0) {
+        reject(
+          new Error(`${command} ${args.join(" ")} exited ${code}:\n${out.slice(-2000)}\n${err.slice(-2000)}`),
+        );
+        return;
+      }
+      resolve({
+        seconds,
+        rssMiB: rssKiB / 1024,
+        ownCpu: own,
+        otherCpu: other,
+        clean: other <= 0.3 + 0.15 * seconds,
+        out,
+      });
+    });
+  });
+}
+
+const REPO = join(import.meta.dirname, "..", "..");
+/** The built `ckpt` (apps/cli/dist/bin.js). */
+export const CLI_DIST = join(REPO, "apps", "cli", "dist", "bin.js");
+
+/**
+ * The CLI under test, pinned: bundled from the built dist into `dir` with esbuild, so a rebuild of
+ * the workspace during a run (tsup empties dist first) cannot break it. The dist itself when
+ * esbuild is not installed.
+ */
+export async function pinnedCli(dir) {
+  const esbuild = join(REPO, "node_modules", ".bin", "esbuild");
+  if (!existsSync(esbuild)) return CLI_DIST;
+  const out = join(dir, "ckpt-cli.mjs");
+  await run(esbuild, [
+    CLI_DIST,
+    "--bundle",
+    "--platform=node",
+    "--format=esm",
+    `--outfile=${out}`,
+    "--log-level=error",
+    "--banner:js=import { createRequire as __ckptRequire } from 'node:module'; const require = __ckptRequire(import.meta.url);",
+  ]);
+  return out;
 }

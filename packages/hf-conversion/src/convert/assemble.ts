@@ -100,7 +100,8 @@ export function expertBlockBytes(instance: RuleInstance, group: ExpertTensorGrou
 
 /** Buffers reused from tensor to tensor, so memory stays bounded by a chunk and a few expert blocks. */
 export class AssemblyBuffers {
-  readonly chunk = new GrowableBuffer();
+  /** Two copy buffers: one is written out while the next chunk is read into the other. */
+  readonly chunks = [new GrowableBuffer(), new GrowableBuffer()] as const;
   readonly block = new GrowableBuffer();
   private readonly sources = new Map<
     CompiledGroup,
@@ -140,9 +141,23 @@ export async function* tensorChunks(
 ): AsyncGenerator<Uint8Array> {
   const recipe = tensor.recipe;
   if (recipe.kind === "copy") {
-    for (let start = 0; start < tensor.byteLength; start += COPY_CHUNK_BYTES) {
+    // Read-ahead: chunk k+1 is read while the caller writes chunk k (from the other buffer).
+    const read = (k: number) => {
+      const start = k * COPY_CHUNK_BYTES;
       const length = Math.min(COPY_CHUNK_BYTES, tensor.byteLength - start);
-      yield await source.read(recipe.source, start, length, buffers.chunk.view(length));
+      return source.read(recipe.source, start, length, buffers.chunks[k % 2]!.view(length));
+    };
+    const count = Math.ceil(tensor.byteLength / COPY_CHUNK_BYTES);
+    let next = count > 0 ? read(0) : undefined;
+    try {
+      for (let k = 0; k < count; k++) {
+        const chunk = await next!;
+        next = k + 1 < count ? read(k + 1) : undefined;
+        yield chunk;
+      }
+    } finally {
+      // A caller that stops early leaves a read in flight: its outcome no longer matters.
+      next?.catch(() => {});
     }
     return;
   }

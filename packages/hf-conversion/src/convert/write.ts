@@ -1,7 +1,6 @@
-import { createHash } from "node:crypto";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { FileEntry } from "@ckpt/manifest";
+import { type FileEntry, hashFile } from "@ckpt/manifest";
 import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
 import { HfConversionError, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
@@ -84,35 +83,74 @@ export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): st
   return `${JSON.stringify({ metadata, weight_map: weightMap }, null, 2)}\n`;
 }
 
+/** Bytes written between two background flushes of a file (its writeback then overlaps the writing). */
+const FLUSH_BYTES = 256 * 1024 * 1024;
+
+/** A file of the staging directory: its size once written; its digest once it is durable and hashed. */
+export interface StagedFile {
+  readonly path: string;
+  readonly size: number;
+  /** Resolves once the file is fsynced and its bytes (read back from the file) are hashed. */
+  readonly settled: Promise<FileEntry>;
+}
+
 /**
  * Writes one file of the staging directory, yielding the size of each chunk once it is written:
- * created exclusively, streamed, hashed as written, fsynced. No temporary and rename: the staging
- * directory as a whole is what appears atomically (the swap), and nothing in it counts before its
- * marker is written.
+ * created exclusively and streamed, with a background fdatasync every {@link FLUSH_BYTES} so the
+ * disk writes while this keeps producing. No temporary and rename: the staging directory as a
+ * whole is what appears atomically (the swap), and nothing in it counts before its marker is
+ * written. The digest is taken from the file as written (on a worker thread) while the final
+ * fsync runs, both after the return, so the caller can go on meanwhile.
  */
 async function* writeStagedChunks(
   path: string,
   chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-): AsyncGenerator<number, FileEntry> {
+): AsyncGenerator<number, StagedFile> {
   await mkdir(dirname(path), { recursive: true });
   const handle = await open(path, "wx");
-  const hash = createHash("sha256");
   let size = 0;
+  let unflushed = 0;
+  let flushing: Promise<void> | undefined;
   try {
     for await (const chunk of chunks) {
-      hash.update(chunk);
       await writeAll(handle, chunk);
       size += chunk.length;
+      unflushed += chunk.length;
+      if (unflushed >= FLUSH_BYTES && flushing === undefined) {
+        unflushed = 0;
+        flushing = handle.datasync().finally(() => {
+          flushing = undefined;
+        });
+      }
       yield chunk.length;
     }
-    await handle.sync();
-  } finally {
+  } catch (error) {
+    await flushing?.catch(() => {});
     await handle.close();
+    throw error;
   }
-  return { path, size, sha256: hash.digest("hex") };
+  const settled = (async (): Promise<FileEntry> => {
+    try {
+      await flushing;
+      const [digest] = await Promise.all([hashFile(path), handle.sync()]);
+      if (digest.size !== size) {
+        throw new HfConversionError(
+          "MATERIALIZE_BUILD_FAILED",
+          `write ${path}: ${digest.size} bytes on disk, ${size} written. The file system lost data.`,
+          { kind: "failed", file: path },
+        );
+      }
+      return { path, size, sha256: digest.sha256 };
+    } finally {
+      await handle.close();
+    }
+  })();
+  // Observed by whoever awaits it; this only keeps an early failure from being reported as unhandled.
+  settled.catch(() => {});
+  return { path, size, settled };
 }
 
-/** {@link writeStagedChunks} drained: `path` in the result is the path given. */
+/** {@link writeStagedChunks} drained and settled. */
 export async function writeStagedFile(
   path: string,
   chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
@@ -120,23 +158,23 @@ export async function writeStagedFile(
   const writer = writeStagedChunks(path, chunks);
   for (;;) {
     const step = await writer.next();
-    if (step.done) return step.value;
+    if (step.done) return step.value.settled;
   }
 }
 
 /**
  * Writes every output shard and then the index into the staging directory `dir`, streaming one
- * tensor chunk at a time, and yields progress. Returns the inventory the marker records.
+ * tensor chunk at a time, and yields progress. Returns the files (paths relative to `dir`), whose
+ * `settled` promises give the digests the marker records once each file is durable.
  */
 export async function* writeShards(
   dir: string,
   plan: ConversionPlan,
   source: OpenedSource,
   baseIndex: SafetensorsIndex,
-): AsyncGenerator<ConvertProgress, FileEntry[]> {
+): AsyncGenerator<ConvertProgress, StagedFile[]> {
   const bytes = sourceBytes(source);
   const buffers = new AssemblyBuffers();
-  const written: FileEntry[] = [];
   const layouts = plan.shards.map((shard) =>
     planSafetensors(
       shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
@@ -144,35 +182,52 @@ export async function* writeShards(
     ),
   );
   const total = layouts.reduce((n, l) => n + l.fileSize, 0);
+  const files: StagedFile[] = [];
+  const relative = (file: string, staged: StagedFile): StagedFile => ({
+    path: file,
+    size: staged.size,
+    settled: staged.settled.then((entry) => ({ ...entry, path: file })),
+  });
   let done = 0;
   let reported = 0;
-  for (const [k, shard] of plan.shards.entries()) {
-    const writer = writeStagedChunks(
-      join(dir, ...shard.file.split("/")),
-      shardChunks(shard, layouts[k]!, bytes, buffers),
-    );
-    try {
-      for (;;) {
-        const step = await writer.next();
-        if (step.done) {
-          written.push({ path: shard.file, size: step.value.size, sha256: step.value.sha256 });
-          break;
+  try {
+    for (const [k, shard] of plan.shards.entries()) {
+      const writer = writeStagedChunks(
+        join(dir, ...shard.file.split("/")),
+        shardChunks(shard, layouts[k]!, bytes, buffers),
+      );
+      try {
+        for (;;) {
+          const step = await writer.next();
+          if (step.done) {
+            files.push(relative(shard.file, step.value));
+            break;
+          }
+          done += step.value;
+          if (done - reported >= PROGRESS_BYTES) {
+            reported = done;
+            yield { type: "convert", doneBytes: done, totalBytes: total, file: shard.file };
+          }
         }
-        done += step.value;
-        if (done - reported >= PROGRESS_BYTES) {
-          reported = done;
-          yield { type: "convert", doneBytes: done, totalBytes: total, file: shard.file };
-        }
+      } finally {
+        // Closes the shard when the caller stops early; a no-op once the writer has finished.
+        await writer.return(undefined as never);
       }
-    } finally {
-      // Closes the shard when the caller stops early; a no-op once the writer has finished.
-      await writer.return(undefined as never);
     }
+    const indexBytes = new TextEncoder().encode(indexText(plan, baseIndex));
+    const index = writeStagedChunks(join(dir, HF_INDEX_FILE), [indexBytes]);
+    for (;;) {
+      const step = await index.next();
+      if (step.done) {
+        files.push(relative(HF_INDEX_FILE, step.value));
+        break;
+      }
+    }
+  } catch (error) {
+    // Let the files already written finish closing before the caller removes the directory.
+    await Promise.allSettled(files.map((f) => f.settled));
+    throw error;
   }
-  const index = await writeStagedFile(join(dir, HF_INDEX_FILE), [
-    new TextEncoder().encode(indexText(plan, baseIndex)),
-  ]);
-  written.push({ path: HF_INDEX_FILE, size: index.size, sha256: index.sha256 });
   yield { type: "convert", doneBytes: done, totalBytes: total, file: HF_INDEX_FILE };
-  return written;
+  return files;
 }

@@ -18,7 +18,13 @@ import {
   writeRecordFile,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
-import { type ConvertProgress, sourceBytes, writeShards, writeStagedFile } from "../convert/write.js";
+import {
+  type ConvertProgress,
+  type StagedFile,
+  sourceBytes,
+  writeShards,
+  writeStagedFile,
+} from "../convert/write.js";
 import { describe, HfConversionError, type MaterializeStage, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
 import type { ExpertLayoutRule } from "../plan/rules.js";
@@ -574,6 +580,7 @@ class Run {
     const base = this.base;
     await mkdir(staged);
     let stage: MaterializeStage = "convert";
+    let files: StagedFile[] = [];
     try {
       const known = this.session.quickIdentity;
       await writeRecordFile<OverlaySource>(join(staged, OVERLAY_SOURCE_FILE), OVERLAY_SOURCE_RECORD, {
@@ -583,23 +590,31 @@ class Run {
         base: { source: base.dir, fingerprint: base.fingerprint },
         options: { unified_chat_template: this.options.unified },
       });
-      const written: FileEntry[] = yield* writeShards(staged, plan, opened, base.inspection.index!);
+      files = yield* writeShards(staged, plan, opened, base.inspection.index!);
       stage = "sidecars";
       await this.copySidecars();
-      stage = "source";
-      const source = await this.session.confirm();
       stage = "verify";
       yield { type: "verify", probing: this.options.verify };
-      const report = await verifyStaged({
-        dir: staged,
-        base,
-        plan,
-        written,
-        source: this.options.verify ? sourceBytes(opened) : undefined,
-        expectTensors: this.options.expectTensors,
-        minTensors: this.options.minTensors,
-        seed: source.sha256,
-      });
+      // Verification reads the page cache while the shards are fsynced and hashed, and while the
+      // source's digest (hashed since the start of the run) is finished and checked.
+      const [report, source] = await Promise.all([
+        verifyStaged({
+          dir: staged,
+          base,
+          plan,
+          written: files,
+          source: this.options.verify ? sourceBytes(opened) : undefined,
+          expectTensors: this.options.expectTensors,
+          minTensors: this.options.minTensors,
+          seed: `${base.fingerprint}:${opened.size}`,
+        }),
+        this.session.confirm().catch((error: unknown) => {
+          stage = "source";
+          throw error;
+        }),
+      ]);
+      stage = "convert";
+      const written = await Promise.all(files.map((f) => f.settled));
       stage = "mark";
       this.lock.assertHeld();
       const marker: MaterializedMarker = {
@@ -621,6 +636,7 @@ class Run {
       await fsyncDirectory(staged);
       return { marker, report };
     } catch (error) {
+      await Promise.allSettled(files.map((f) => f.settled));
       await removeTree(staged).catch(() => {});
       throw inStage(error, stage, out);
     }
@@ -675,7 +691,7 @@ class Run {
           source: sourceBytes(opened),
           expectTensors: this.options.expectTensors,
           minTensors: this.options.minTensors,
-          seed: source.sha256,
+          seed: `${this.base.fingerprint}:${opened.size}`,
         });
       } catch (error) {
         // The staged tree stays: it is complete, and may be the only complete one.

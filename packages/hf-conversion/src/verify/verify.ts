@@ -40,13 +40,13 @@ export interface VerifyInput {
   readonly dir: string;
   readonly base: BasePreflight;
   readonly plan: ConversionPlan;
-  /** The written inventory (shards and index) with sizes. */
-  readonly written: readonly FileEntry[];
+  /** The written files (shards and index) with their sizes. */
+  readonly written: readonly { readonly path: string; readonly size: number }[];
   /** Source bytes to probe against; undefined skips tensor probing (--no-verify). */
   readonly source: SourceBytes | undefined;
   readonly expectTensors: number;
   readonly minTensors: number;
-  /** Seeds the expert sampling (the source digest, so a re-run samples the same places). */
+  /** Seeds the expert sampling, so a re-run of the same request samples the same places. */
   readonly seed: string;
 }
 
