@@ -213,6 +213,53 @@ describe("publish and fetch through network faults (real S3 behind a fault proxy
     expect((await checkRemoteArchive(source, "", template.files)).label).toBe("committed");
   }, 280_000);
 
+  it("fetch: bodies cut mid-stream are continued in place by ranged GETs, and the one run completes", async () => {
+    const archivePrefix = template.archivePrefix.replace(/^proj\//, "resume/");
+    const source = await directStore(archivePrefix);
+    const localCopy = join(tmp.dir, "resume-src", template.iterDir);
+    await mkdir(dirname(localCopy), { recursive: true });
+    await cp(template.dir, localCopy, { recursive: true });
+    await publishArtifact(localCopy, source);
+    const declaration = (await checkRemoteArchive(source, "", template.files))
+      .declaration as ArchiveDeclaration;
+    // Every connection is closed once 1.5 MiB of answers went through it: the 4 MiB model.pt
+    // (and a connection's sixth shard) break mid-body, again and again, each time further on.
+    const limit = 1536 * 1024;
+    const proxy = await startFaultProxy({
+      upstreamPort,
+      schedule: () => ({ kind: "truncate", bytes: limit }),
+    });
+    const credentials = join(tmp.dir, "resume-proxy.json");
+    await writeFile(credentials, JSON.stringify({ ...testCredentials(env), endpoint_url: proxy.endpoint }));
+    const dst = join(tmp.dir, "resume-fetch");
+    let result: RunResult;
+    try {
+      result = await runNode(
+        cli([
+          "artifact",
+          "fetch",
+          "--artifact-uri",
+          `s3://${bucket}/${archivePrefix}`,
+          "--dst",
+          dst,
+          "--credentials",
+          credentials,
+          "--json",
+        ]),
+        { timeoutMs: 90_000 },
+      );
+    } finally {
+      await proxy.close();
+    }
+    const outcome = outcomeOf(result, "fetch through a proxy cutting every connection after 1.5 MiB");
+    expect(outcome.ok).toBe(true);
+    const report = JSON.parse(result.stdout) as { resumedInPlace: number; downloadedBytes: number };
+    expect(proxy.records.filter((r) => r.responseBytes >= limit).length).toBeGreaterThan(0);
+    expect(report.resumedInPlace).toBeGreaterThan(0);
+    expect(await checkStaged(join(dst, template.iterDir), declaration)).toBe("complete");
+    count(`fetch resumed in place ${report.resumedInPlace} times`);
+  }, 120_000);
+
   it(`library with a short request timeout: stalls past it end in coded errors (seed ${seed})`, async () => {
     // The CLI has no per-request timeout option (120 s default), so a stall longer than the
     // client's timeout is exercised through the libraries the CLI calls, in this process.

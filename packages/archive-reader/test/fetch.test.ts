@@ -188,6 +188,29 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     expect((await readdir(stagedDir)).some((name) => name.includes(".tmp-"))).toBe(false);
   });
 
+  it("clears an abandoned temporary of the native manifest in a staging of its own, and only there", async () => {
+    const store = await makeStore("killed-manifest");
+    await putArchive(store, makeArtifact());
+    const root = await dst();
+    const stagedDir = join(root, "iter_000000300");
+    // A run killed while completing the copy: its record, the payload, and the manifest's temporary.
+    await fetchArtifact(store, root);
+    const temporary = join(stagedDir, "..posttrain-checkpoint-artifact.json.tmp-999999999-0123456789ab");
+    await writeFile(temporary, '{"schema":');
+    const report = await fetchArtifact(store, root);
+    expect(report.upToDate).toBe(true);
+    expect((await readdir(stagedDir)).some((name) => name.includes(".tmp-"))).toBe(false);
+    // Without a record of ours the same file is someone else's: refused, not removed.
+    const foreign = await dst();
+    await mkdir(join(foreign, "iter_000000300"), { recursive: true });
+    await writeFile(
+      join(foreign, "iter_000000300", "..posttrain-checkpoint-artifact.json.tmp-999999999-0123456789ab"),
+      "x",
+    );
+    await expect(fetchArtifact(store, foreign)).rejects.toMatchObject({ code: "READER_STAGE_FOREIGN" });
+    expect(await readdir(join(foreign, "iter_000000300"))).toHaveLength(1);
+  });
+
   it("still refuses a directory whose leftover temporary belongs to another file", async () => {
     const store = await makeStore("other-temporary");
     await putArchive(store, makeArtifact());

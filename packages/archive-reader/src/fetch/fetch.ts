@@ -202,8 +202,15 @@ async function scanLocal(
     );
   }
   // A kill while the ownership record was being written leaves its temporary (writeFileAtomic's
-  // name, a writer that is gone): this tool's own file, removed before ownership is judged.
+  // name, a writer that is gone): this tool's own file, removed before ownership is judged. Under
+  // a record of ours, so is an abandoned temporary of the native manifest (a kill while the
+  // staged copy was being completed).
   await removeTemporaries(stagedDir, { target: STAGED_RECORD_FILE });
+  const owned = await lstat(join(stagedDir, STAGED_RECORD_FILE)).then(
+    (info) => info.isFile(),
+    () => false,
+  );
+  if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST_FILE });
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const dirent of await readdir(dir, { withFileTypes: true })) {
       const path = rel === "" ? dirent.name : `${rel}/${dirent.name}`;
