@@ -164,14 +164,16 @@ export async function writeStagedFile(
 
 /**
  * Writes every output shard and then the index into the staging directory `dir`, streaming one
- * tensor chunk at a time, and yields progress. Returns the files (paths relative to `dir`), whose
- * `settled` promises give the digests the marker records once each file is durable.
+ * tensor chunk at a time, and yields progress; `onShardWritten` hears of each shard once its bytes
+ * are all written. Returns the files (paths relative to `dir`), whose `settled` promises give the
+ * digests the marker records once each file is durable.
  */
 export async function* writeShards(
   dir: string,
   plan: ConversionPlan,
   source: OpenedSource,
   baseIndex: SafetensorsIndex,
+  onShardWritten: (shard: OutputShard) => void = () => {},
 ): AsyncGenerator<ConvertProgress, StagedFile[]> {
   const bytes = sourceBytes(source);
   const buffers = new AssemblyBuffers();
@@ -201,6 +203,7 @@ export async function* writeShards(
           const step = await writer.next();
           if (step.done) {
             files.push(relative(shard.file, step.value));
+            onShardWritten(shard);
             break;
           }
           done += step.value;

@@ -3,7 +3,6 @@ import { dirname, join, relative, resolve, sep } from "node:path";
 import type { FetchEvent } from "@ckpt/archive-reader";
 import {
   CURRENT_CONVERSION_VERSION,
-  type FileEntry,
   fsyncDirectory,
   fsyncFile,
   MATERIALIZED_MARKER_FILE,
@@ -31,7 +30,7 @@ import type { ExpertLayoutRule } from "../plan/rules.js";
 import { type BasePreflight, preflightBase } from "../preflight/base.js";
 import { describeArchivedModel, removeCreated, stageArchivedArtifact } from "../source/archive.js";
 import { type ExpectedSource, type OpenedSource, openSource, readArtifactModel } from "../source/open.js";
-import { type VerifyReport, verifyStaged } from "../verify/verify.js";
+import { probeShard, type ShardProbe, type VerifyReport, verifyStaged } from "../verify/verify.js";
 import {
   decideMaterialize,
   type MaterializeDecision,
@@ -590,7 +589,16 @@ class Run {
         base: { source: base.dir, fingerprint: base.fingerprint },
         options: { unified_chat_template: this.options.unified },
       });
-      files = yield* writeShards(staged, plan, opened, base.inspection.index!);
+      // Each shard's copied tensors are probed against the source as soon as it is written,
+      // while the next shards are converted.
+      const probes = new Map<string, Promise<ShardProbe>>();
+      const bytes = sourceBytes(opened);
+      files = yield* writeShards(staged, plan, opened, base.inspection.index!, (shard) => {
+        if (!this.options.verify) return;
+        const probe = probeShard(staged, shard, bytes);
+        probe.catch(() => {});
+        probes.set(shard.file, probe);
+      });
       stage = "sidecars";
       await this.copySidecars();
       stage = "verify";
@@ -603,7 +611,8 @@ class Run {
           base,
           plan,
           written: files,
-          source: this.options.verify ? sourceBytes(opened) : undefined,
+          source: this.options.verify ? bytes : undefined,
+          probes,
           expectTensors: this.options.expectTensors,
           minTensors: this.options.minTensors,
           seed: `${base.fingerprint}:${opened.size}`,

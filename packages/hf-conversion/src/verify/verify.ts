@@ -3,18 +3,17 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type ByteSource,
-  type FileEntry,
   MATERIALIZED_MARKER_FILE,
   OVERLAY_SOURCE_FILE,
   openFileByteSource,
 } from "@ckpt/manifest";
-import { dtypeSize, HF_INDEX_FILE, type SafetensorsTensorInfo } from "@ckpt/tensors";
+import { dtypeSize, HF_INDEX_FILE, openSafetensors, type SafetensorsTensorInfo } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
 import { describe, HfConversionError } from "../errors.js";
 import { COPY_CHUNK_BYTES, GrowableBuffer, expertBlockBytes, type SourceBytes } from "../convert/assemble.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { TEMPLATE_DIR } from "../preflight/templates.js";
-import type { ConversionPlan, RuleInstance } from "../plan/mapping.js";
+import type { ConversionPlan, OutputShard, RuleInstance } from "../plan/mapping.js";
 import { elementIndex, groupKey, partHome } from "../plan/rules.js";
 import { checkSidecars } from "./sidecars.js";
 
@@ -46,6 +45,8 @@ export interface VerifyInput {
   readonly source: SourceBytes | undefined;
   readonly expectTensors: number;
   readonly minTensors: number;
+  /** Probes of copied tensors already started, by shard file (the rest are started here). */
+  readonly probes?: ReadonlyMap<string, Promise<ShardProbe>>;
   /** Seeds the expert sampling, so a re-run of the same request samples the same places. */
   readonly seed: string;
 }
@@ -169,25 +170,14 @@ export async function verifyStaged(input: VerifyInput): Promise<VerifyReport> {
     const reader = new OutputReader(dir, located);
     try {
       checks.push("probe-copied-tensors");
-      const a = new GrowableBuffer();
-      const b = new GrowableBuffer();
-      for (const shard of plan.shards) {
-        for (const t of shard.tensors) {
-          if (t.recipe.kind !== "copy") continue;
-          for (let start = 0; start < t.byteLength; start += COPY_CHUNK_BYTES) {
-            const length = Math.min(COPY_CHUNK_BYTES, t.byteLength - start);
-            const [want, got] = await Promise.all([
-              input.source.read(t.recipe.source, start, length, a.view(length)),
-              reader.read(t.name, start, length, b.view(length)),
-            ]);
-            if (Buffer.compare(want, got) !== 0) {
-              problems.push(`${t.name}: bytes ${start}..${start + length} differ from the source`);
-              break;
-            }
-            probedBytes += length;
-          }
-          probedTensors++;
-        }
+      // Shards probed while the next ones were written arrive finished; the others run now.
+      const probes = plan.shards.map(
+        (shard) => input.probes?.get(shard.file) ?? probeShard(dir, shard, input.source!),
+      );
+      for (const probe of await Promise.all(probes)) {
+        probedBytes += probe.bytes;
+        probedTensors += probe.tensors;
+        problems.push(...probe.problems);
       }
       checks.push("sample-expert-layouts");
       for (const instance of plan.instances) {
@@ -209,6 +199,56 @@ export async function verifyStaged(input: VerifyInput): Promise<VerifyReport> {
     probedTensors,
     sampledExpertParts,
   };
+}
+
+/** What probing one shard's copied tensors found. */
+export interface ShardProbe {
+  readonly bytes: number;
+  readonly tensors: number;
+  readonly problems: readonly string[];
+}
+
+/**
+ * Compares, bit for bit, every tensor of `shard` copied from the checkpoint with the source, the
+ * output side read back from the written file through its own header. Can run as soon as the
+ * shard is written, while the next ones are.
+ */
+export async function probeShard(dir: string, shard: OutputShard, source: SourceBytes): Promise<ShardProbe> {
+  const file = await openFileByteSource(join(dir, ...shard.file.split("/")));
+  const problems: string[] = [];
+  let bytes = 0;
+  let tensors = 0;
+  try {
+    const written = await openSafetensors(file);
+    const want = new GrowableBuffer();
+    const got = new GrowableBuffer();
+    for (const t of shard.tensors) {
+      if (t.recipe.kind !== "copy") continue;
+      const info = written.tensor(t.name);
+      if (info === undefined) {
+        problems.push(`${t.name}: not in ${shard.file}`);
+        continue;
+      }
+      for (let start = 0; start < t.byteLength; start += COPY_CHUNK_BYTES) {
+        const length = Math.min(COPY_CHUNK_BYTES, t.byteLength - start);
+        const [a, b] = await Promise.all([
+          source.read(t.recipe.source, start, length, want.view(length)),
+          file.read(info.dataOffset + start, length, got.view(length)),
+        ]);
+        if (Buffer.compare(a, b) !== 0) {
+          problems.push(`${t.name}: bytes ${start}..${start + length} differ from the source`);
+          break;
+        }
+        bytes += length;
+      }
+      tensors++;
+    }
+  } catch (error) {
+    problems.push(`${shard.file}: probing failed: ${describe(error)}`);
+  } finally {
+    await file.close();
+  }
+  return { bytes, tensors, problems };
 }
 
 /** Compares sampled elements of sampled experts of one rule instance; returns the parts checked. */
