@@ -326,6 +326,23 @@ describe("crash recovery", () => {
     expect(await snapshot(out)).toEqual(staged);
   });
 
+  it("a complete staged build whose bytes no longer match the source fails its check and is kept", async () => {
+    const out = freshOut();
+    await built(denseA, `${out}.tmp`);
+    // Same size, same header, one data byte flipped: intact by its marker, wrong against the source.
+    const shard = join(`${out}.tmp`, "model-00002-of-00002.safetensors");
+    const bytes = await readFile(shard);
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 1) ^ 0x80, bytes.length - 1);
+    await writeFile(shard, bytes);
+    const staged = await snapshot(`${out}.tmp`);
+    await expect(materializeHf(request(denseA, dense.base, out))).rejects.toMatchObject({
+      code: "MATERIALIZE_VERIFY_FAILED",
+      stage: "verify",
+    });
+    expect(await snapshot(`${out}.tmp`)).toEqual(staged);
+    expect(await siblings(out)).toEqual(["teacher.tmp"]);
+  });
+
   it("a complete staged build of another request that is the only complete tree is refused, even under --force", async () => {
     const out = freshOut();
     await built(denseA, `${out}.tmp`);

@@ -178,7 +178,9 @@ export async function openSource(
       },
       async assertUnchanged() {
         const now = await handle.stat();
-        if (now.size !== first.size || now.mtimeMs !== first.mtimeMs || now.ctimeMs !== first.ctimeMs) {
+        // Not ctime: it also moves when the path is replaced (the opened inode loses its name),
+        // which leaves the opened bytes intact.
+        if (now.size !== first.size || now.mtimeMs !== first.mtimeMs) {
           throw changed(path, "its size or modification time changed while the build read it");
         }
       },
