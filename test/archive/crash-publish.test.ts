@@ -139,7 +139,8 @@ describe("ckpt artifact publish under SIGKILL", () => {
   let template: BuiltArtifact;
   beforeAll(async () => {
     tmp = await makeTempDir("ckpt-crash-publish-");
-    template = await writeArtifact(join(tmp.dir, "template"));
+    // Enough shards that publishing (a request, or a fsync, per file) outlasts the start-up noise.
+    template = await writeArtifact(join(tmp.dir, "template"), { shards: 24, modelBytes: 8 * 1024 * 1024 });
   });
   afterAll(async () => {
     await tmp.cleanup();
