@@ -339,9 +339,12 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
   const earlyShare = suite.startup === undefined ? 1 : (suite.earlyShare ?? 0.1);
   const workFrom = 0.9 * startupMs;
   log(
-    `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms${suite.armOn === undefined ? "" : ` after ${suite.armOn}`}, start-up ${startupMs.toFixed(0)} ms ` +
-      `(medians of ${calibrationRuns}); ${Math.round(earlyShare * 100)}% of kills in [0, ${(suite.startup === undefined ? windowMs : startupMs).toFixed(0)}] ms, ` +
-      `the rest in [${workFrom.toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
+    suite.armOn !== undefined
+      ? `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms after the output matches ${suite.armOn} ` +
+          `(median of ${calibrationRuns}); kills uniform in [0, ${windowMs.toFixed(0)}] ms after it`
+      : `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms ` +
+          `(medians of ${calibrationRuns}); ${Math.round(earlyShare * 100)}% of kills in [0, ${(suite.startup === undefined ? windowMs : startupMs).toFixed(0)}] ms, ` +
+          `the rest in [${workFrom.toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
   );
   /** The kill instant of one attempt: two numbers from the seeded generator. */
   const aim = (): { fraction: number; atMs: number; early: boolean } => {

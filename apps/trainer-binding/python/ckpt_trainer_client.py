@@ -243,7 +243,7 @@ class Sidecar:
         word list) followed by ``serve``, else ``ckpt-trainer serve``."""
         if command is None:
             command = shlex.split(os.environ.get("CKPT_TRAINER_BIN", "ckpt-trainer")) + ["serve"]
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0)
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
         def close():
             for stream in (process.stdin, process.stdout):
