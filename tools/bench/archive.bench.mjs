@@ -4,7 +4,8 @@
 //            default TransferConfig, HEAD-verify)  vs  `rclone copy`
 //   fetch:   ckpt  vs  `rclone copy` + `sha256sum` of every file
 // Targets: publish <= 0.8x boto3 and <= 1.0x rclone; fetch <= 1.0x rclone+sha256sum; ckpt peak
-// RSS <= 256 MiB (/usr/bin/time -f %M). Build first: pnpm turbo run build && pnpm bench archive
+// RSS <= 256 MiB (/usr/bin/time -f %M). The CPU seconds of each tool (user + system, not the S3
+// server's) are printed beside its time. Build first: pnpm turbo run build && pnpm bench archive
 // Knobs (environment): CKPT_BENCH_REPS (3), CKPT_BENCH_ARCHIVE_MIB (1024, the artifact size),
 // CKPT_BENCH_SHARD_MIB (2, the DCP shard size). The S3 server is the one AWS_ENDPOINT_URL /
 // AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY name, else a private Ceph started here
@@ -367,6 +368,7 @@ try {
   const ratio = (group, a, b) =>
     median(samples[group][a].map((s, i) => s.seconds / samples[group][b][i].seconds));
   const med = (group, name) => median(samples[group][name].map((s) => s.seconds));
+  const cpu = (group, name) => median(samples[group][name].map((s) => s.ownCpu));
   const peak = (group, name) => Math.max(...samples[group][name].map((s) => s.rssMiB));
   const dirty = (group, name) => samples[group][name].filter((s) => !s.clean).length;
   const result = {
@@ -382,6 +384,9 @@ try {
       ckpt_rss_mib: peak("publish", "ckpt"),
       boto3_rss_mib: peak("publish", "boto3"),
       rclone_rss_mib: peak("publish", "rclone"),
+      ckpt_cpu_s: cpu("publish", "ckpt"),
+      boto3_cpu_s: cpu("publish", "boto3"),
+      rclone_cpu_s: cpu("publish", "rclone"),
     },
     fetch: {
       ckpt_s: med("fetch", "ckpt"),
@@ -389,6 +394,8 @@ try {
       ckpt_over_rclone_sha256sum: ratio("fetch", "ckpt", "rclone+sha256sum"),
       ckpt_rss_mib: peak("fetch", "ckpt"),
       rclone_rss_mib: peak("fetch", "rclone+sha256sum"),
+      ckpt_cpu_s: cpu("fetch", "ckpt"),
+      rclone_cpu_s: cpu("fetch", "rclone+sha256sum"),
     },
     contaminated: {
       publish: Object.fromEntries(Object.keys(samples.publish).map((n) => [n, dirty("publish", n)])),
@@ -398,7 +405,17 @@ try {
   const mibps = (s) => ((TOTAL_MIB / s) | 0).toString();
   console.log("");
   printTable(
-    ["operation", "tool", "median s", "MiB/s", "ckpt / tool", "target", "peak RSS MiB", "contaminated"],
+    [
+      "operation",
+      "tool",
+      "median s",
+      "MiB/s",
+      "ckpt / tool",
+      "target",
+      "CPU s",
+      "peak RSS MiB",
+      "contaminated",
+    ],
     [
       [
         "publish",
@@ -407,6 +424,7 @@ try {
         mibps(result.publish.ckpt_s),
         "-",
         "-",
+        cpu("publish", "ckpt").toFixed(1),
         result.publish.ckpt_rss_mib.toFixed(0),
         `${dirty("publish", "ckpt")}/${REPS}`,
       ],
@@ -417,6 +435,7 @@ try {
         mibps(result.publish.boto3_s),
         result.publish.ckpt_over_boto3.toFixed(2),
         "<= 0.80",
+        cpu("publish", "boto3").toFixed(1),
         result.publish.boto3_rss_mib.toFixed(0),
         `${dirty("publish", "boto3")}/${REPS}`,
       ],
@@ -427,6 +446,7 @@ try {
         mibps(result.publish.rclone_s),
         result.publish.ckpt_over_rclone.toFixed(2),
         "<= 1.00",
+        cpu("publish", "rclone").toFixed(1),
         result.publish.rclone_rss_mib.toFixed(0),
         `${dirty("publish", "rclone")}/${REPS}`,
       ],
@@ -437,6 +457,7 @@ try {
         mibps(result.fetch.ckpt_s),
         "-",
         "-",
+        cpu("fetch", "ckpt").toFixed(1),
         result.fetch.ckpt_rss_mib.toFixed(0),
         `${dirty("fetch", "ckpt")}/${REPS}`,
       ],
@@ -447,6 +468,7 @@ try {
         mibps(result.fetch.rclone_sha256sum_s),
         result.fetch.ckpt_over_rclone_sha256sum.toFixed(2),
         "<= 1.00",
+        cpu("fetch", "rclone+sha256sum").toFixed(1),
         result.fetch.rclone_rss_mib.toFixed(0),
         `${dirty("fetch", "rclone+sha256sum")}/${REPS}`,
       ],
