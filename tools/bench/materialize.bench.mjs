@@ -19,7 +19,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..");
 const GENERATOR = join(repo, "tools", "fixtures", "make_hf_fixtures.py");
 const PYTHON = "/usr/bin/python3";
-const MAX_ATTEMPTS = 6;
+// fsync work shows up as other processes' CPU (the kernel's writeback threads), so a run with
+// fsync is rarely "clean" by the noise rule: a few attempts, then the last one is kept.
+const MAX_ATTEMPTS = 3;
 
 function option(name, fallback) {
   const at = process.argv.indexOf(`--${name}`);
@@ -114,6 +116,7 @@ async function main() {
       0,
     );
     const samples = { ckpt: [], ckptNoVerify: [], cp: [], cpSync: [] };
+    const clean = { ckpt: 0, ckptNoVerify: 0, cp: 0, cpSync: 0 };
     const rss = { ckpt: 0, ckptNoVerify: 0 };
     const prepare = async () => {
       await reset();
@@ -133,33 +136,38 @@ async function main() {
       for (const [key, command, args] of rep % 2 ? runs.reverse() : runs) {
         const r = await cleanRun(key, command, args, prepare);
         samples[key].push(r.seconds);
+        clean[key] += r.clean ? 1 : 0;
         if (key in rss) rss[key] = Math.max(rss[key], r.rssMiB);
       }
     }
     const m = Object.fromEntries(Object.entries(samples).map(([k, v]) => [k, median(v)]));
+    // The ratio of record pairs each ckpt run with the reference run of the same repetition, so
+    // load that drifts between repetitions moves both sides.
+    const paired = (key) => median(samples[key].map((t, i) => t / samples.cpSync[i]));
     const gib = d.mib / 1024;
-    const row = (label, seconds, peak) => [
+    const row = (label, key, peak) => [
       label,
-      seconds.toFixed(2),
-      (gib / seconds).toFixed(2),
-      (seconds / m.cpSync).toFixed(2),
-      (seconds / m.cp).toFixed(2),
+      m[key].toFixed(2),
+      (gib / m[key]).toFixed(2),
+      paired(key).toFixed(2),
+      (m[key] / m.cp).toFixed(2),
       peak === undefined ? "-" : peak.toFixed(0),
+      `${clean[key]}/${REPS}`,
     ];
     printTable(
-      ["run", "seconds", "GiB/s", "vs cp -r + fsync", "vs cp -r", "peak RSS MiB"],
+      ["run", "seconds", "GiB/s", "vs cp -r + fsync", "vs cp -r", "peak RSS MiB", "clean runs"],
       [
-        row("ckpt materialize-hf", m.ckpt, rss.ckpt),
-        row("ckpt materialize-hf --no-verify", m.ckptNoVerify, rss.ckptNoVerify),
-        row("cp -r + fsync (reference)", m.cpSync),
-        row("cp -r", m.cp),
+        row("ckpt materialize-hf", "ckpt", rss.ckpt),
+        row("ckpt materialize-hf --no-verify", "ckptNoVerify", rss.ckptNoVerify),
+        row("cp -r + fsync (reference)", "cpSync"),
+        row("cp -r", "cp"),
       ],
     );
     console.log(
-      `${d.mib.toFixed(0)} MiB model: ${outputFiles.length} output files, ${(outputBytes / MiB).toFixed(0)} MiB; median of ${REPS} runs each, warm page cache, wall time including process start-up`,
+      `${d.mib.toFixed(0)} MiB model: ${outputFiles.length} output files, ${(outputBytes / MiB).toFixed(0)} MiB; median of ${REPS} runs each ("vs cp -r + fsync": median of per-repetition ratios), warm page cache, wall time including process start-up`,
     );
     console.log(
-      `targets: ckpt time <= 1.5x cp -r + fsync (${m.ckpt / m.cpSync <= 1.5 ? "met" : "NOT met"}); ckpt peak RSS <= 512 MiB (${rss.ckpt <= 512 ? "met" : "NOT met"})`,
+      `targets: ckpt time <= 1.5x cp -r + fsync (${paired("ckpt") <= 1.5 ? "met" : "NOT met"}); ckpt peak RSS <= 512 MiB (${rss.ckpt <= 512 ? "met" : "NOT met"})`,
     );
   } finally {
     await rm(dir, { recursive: true, force: true });
