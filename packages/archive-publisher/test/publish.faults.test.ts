@@ -34,6 +34,33 @@ describe("publish under store faults (memory store)", () => {
     await noReceipt(dir);
   });
 
+  it("a probe create whose answer was lost (the retry finds its own bytes) is not taken for an unenforced store", async () => {
+    const dir = await artifact();
+    const memory = createMemoryStore();
+    let lost = 0;
+    // The first create of each probe succeeds, but its answer is lost: the retry sees "exists".
+    const store = new Proxy(memory, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target);
+        if (prop !== "createIfAbsent") return typeof value === "function" ? value.bind(target) : value;
+        return async (...args: Parameters<ObjectStore["createIfAbsent"]>) => {
+          const result = await target.createIfAbsent(...args);
+          if (!args[0].startsWith(".posttrain-archive.probe-") || result.status !== "created" || lost > 0)
+            return result;
+          lost++;
+          return target.createIfAbsent(...args);
+        };
+      },
+    });
+    expect((await publishArtifact(dir, store)).status).toBe("published");
+    expect(lost).toBe(1);
+    // A store that overwrites is still refused.
+    const overwriting = createMemoryStore({ faults: [{ type: "ignoreConditional" }] });
+    await expect(publishArtifact(await artifact(), overwriting)).rejects.toMatchObject({
+      code: "PUBLISH_CONDITIONAL_UNENFORCED",
+    });
+  });
+
   it("refuses when HEAD reports another digest after the upload, and writes no receipt", async () => {
     const dir = await artifact();
     const store = createMemoryStore({
