@@ -26,6 +26,21 @@ afterAll(() => cleanup());
 let n = 0;
 const out = () => join(root, "out", `t${n++}`);
 
+/** `ckpt materialize-hf` of `source` (a --ckpt-dir, or an --artifact-uri when it has a scheme) into `dir`. */
+const materialize = (source: string, dir: string, ...extra: string[]) =>
+  cli([
+    "materialize-hf",
+    source.includes("://") ? "--artifact-uri" : "--ckpt-dir",
+    source,
+    "--base",
+    base,
+    "--out",
+    dir,
+    "--min-tensors",
+    "0",
+    ...extra,
+  ]);
+
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const c = captureIo();
   const code = await runCli(args, c.io);
@@ -35,32 +50,11 @@ async function cli(args: string[]): Promise<{ code: number; out: string; err: st
 describe("ckpt materialize-hf", () => {
   it("builds, then skips the identical request, and prints what it did", async () => {
     const dir = out();
-    const built = await cli([
-      "materialize-hf",
-      "--ckpt-dir",
-      artifact,
-      "--base",
-      base,
-      "--out",
-      dir,
-      "--min-tensors",
-      "0",
-    ]);
+    const built = await materialize(artifact, dir);
     expect(built.code).toBe(0);
     expect(built.out).toMatch(new RegExp(`^built ${dir}: \\d+ tensors in 2 shards`));
     expect(built.out).toMatch(/verified: \d+ copied tensors .* bit for bit, \d+ expert matrices sampled/);
-    const again = await cli([
-      "materialize-hf",
-      "--ckpt-dir",
-      artifact,
-      "--base",
-      base,
-      "--out",
-      dir,
-      "--min-tensors",
-      "0",
-      "--json",
-    ]);
+    const again = await materialize(artifact, dir, "--json");
     expect(again.code).toBe(0);
     expect(JSON.parse(again.out)).toMatchObject({
       ok: true,
@@ -72,15 +66,14 @@ describe("ckpt materialize-hf", () => {
 
   it("exits 1 with the refusal for a completed output of another source, and 0 with --force", async () => {
     const dir = out();
-    const args = ["materialize-hf", "--base", base, "--out", dir, "--min-tensors", "0"];
-    expect((await cli([...args, "--ckpt-dir", artifact])).code).toBe(0);
-    const refused = await cli([...args, "--ckpt-dir", other, "--json"]);
+    expect((await materialize(artifact, dir)).code).toBe(0);
+    const refused = await materialize(other, dir, "--json");
     expect(refused.code).toBe(1);
     expect(JSON.parse(refused.out).error).toMatchObject({ code: "MATERIALIZE_OUTPUT_MISMATCH" });
     expect(JSON.parse(refused.out).error.message).toMatch(/^REFUSED: /);
-    const human = await cli([...args, "--ckpt-dir", other]);
+    const human = await materialize(other, dir);
     expect(human.err).toMatch(/^ckpt: REFUSED: .* is a completed output of another request/);
-    expect((await cli([...args, "--ckpt-dir", other, "--force", "--no-verify", "--quiet"])).code).toBe(0);
+    expect((await materialize(other, dir, "--force", "--no-verify", "--quiet")).code).toBe(0);
   });
 
   it("applies the default --min-tensors 800 to a small model", async () => {
@@ -93,18 +86,7 @@ describe("ckpt materialize-hf", () => {
     const uri = `file://${join(root, "archive", "checkpoint_artifacts", "iter_000000300")}`;
     await publishFixture(await openStore(uri), new Uint8Array(await readFile(join(artifact, "model.pt"))));
     const dir = out();
-    const r = await cli([
-      "materialize-hf",
-      "--artifact-uri",
-      uri,
-      "--base",
-      base,
-      "--out",
-      dir,
-      "--min-tensors",
-      "0",
-      "--json",
-    ]);
+    const r = await materialize(uri, dir, "--json");
     expect(r.code).toBe(0);
     const report = JSON.parse(r.out);
     expect(report).toMatchObject({
@@ -115,18 +97,7 @@ describe("ckpt materialize-hf", () => {
     const name = dir.split("/").at(-1)!;
     expect((await readdir(join(dir, ".."))).filter((e) => e.startsWith(name))).toEqual([name]);
     // The archive's descriptor decides the skip: nothing is fetched.
-    const again = await cli([
-      "materialize-hf",
-      "--artifact-uri",
-      uri,
-      "--base",
-      base,
-      "--out",
-      dir,
-      "--min-tensors",
-      "0",
-      "--json",
-    ]);
+    const again = await materialize(uri, dir, "--json");
     expect(JSON.parse(again.out)).toMatchObject({ action: "skipped", staging: null });
   });
 
