@@ -37,6 +37,7 @@ export {
   type SaveTargets,
   type TargetOptions,
   decideAttempt,
+  refuseLegacyFresh,
   defaultPrefixFor,
   targetsFor,
 } from "./layout.js";

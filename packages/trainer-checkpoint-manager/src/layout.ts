@@ -117,6 +117,35 @@ export function decideAttempt(inputs: AttemptInputs): AttemptDecision {
   };
 }
 
+/**
+ * `resume=off` under the legacy flat layout (seed 001 "Resume": the one case where a fresh run
+ * does not get a sibling attempt): the fresh run would save into the same `checkpoints/` that
+ * already holds this job's history, and every save at or behind it would have to overwrite a
+ * committed checkpoint. Refused before training starts when that history exists, naming the knob
+ * and the ways out; an empty flat layout starts fresh. Pure.
+ */
+export function refuseLegacyFresh(
+  attempt: Pick<AttemptDecision, "layout" | "attemptDir">,
+  resume: string,
+  existing: { readonly latest: number | undefined; readonly iterDirs: readonly string[] },
+): void {
+  if (attempt.layout !== "legacy" || resume !== "off") return;
+  if (existing.latest === undefined && existing.iterDirs.length === 0) return;
+  const root = join(attempt.attemptDir, CHECKPOINTS_DIR);
+  const what =
+    existing.latest === undefined
+      ? `${existing.iterDirs.length} iteration director${existing.iterDirs.length === 1 ? "y" : "ies"}`
+      : `checkpoints up to iteration ${existing.latest} (latest_checkpoint.txt)`;
+  throw new ManagerError(
+    "MANAGER_LEGACY_FRESH_REFUSED",
+    `open checkpoint manager: resume=off on the legacy flat layout ${root}, which holds ${what}. ` +
+      "A legacy job has no run attempts, so a fresh run would save over that history; committed checkpoints are never overwritten. " +
+      "Choose one: resume=auto to continue from the latest checkpoint; or set run_ts (a YYYYmmddHHMMSS timestamp) to start a fresh " +
+      `attempt in <name>/<RUN_TS>/ beside the flat layout; or move ${root} aside yourself.`,
+    { kind: "refused", subject: root, knob: "resume" },
+  );
+}
+
 /** The default checkpoint prefix of a store (`<project>/<group>/<name>/<RUN_TS>/checkpoints`, legacy without RUN_TS). Pure. */
 export function defaultPrefixFor(
   attempt: Pick<AttemptDecision, "layout" | "runTs">,

@@ -7,6 +7,7 @@ import {
   formatIterDir,
   isRunTs,
   type LogicalComponent,
+  parseIterDir,
   PHYSICAL_COMPONENTS,
   parseArtifactManifest,
   physicalComponentPath,
@@ -18,7 +19,13 @@ import { configWarnings, type ManagerConfig } from "./config.js";
 import { ManagerError, messageOf } from "./errors.js";
 import { entryKind, removeOwned } from "./internal/fs.js";
 import { bucketUri, joinUri, openAt, type StoreAccess } from "./internal/store.js";
-import { type AttemptDecision, decideAttempt, defaultPrefixFor, targetsFor } from "./layout.js";
+import {
+  type AttemptDecision,
+  decideAttempt,
+  defaultPrefixFor,
+  refuseLegacyFresh,
+  targetsFor,
+} from "./layout.js";
 import {
   commitArtifactLocal,
   commitFullLocal,
@@ -172,6 +179,13 @@ export class CheckpointManager {
       legacyFlat: (await entryKind(join(nameDir, CHECKPOINTS_DIR))) === "dir",
       now: clock(),
     });
+    if (attempt.layout === "legacy" && config.resume === "off") {
+      const root = join(attempt.attemptDir, CHECKPOINTS_DIR);
+      refuseLegacyFresh(attempt, config.resume, {
+        latest: await latestIteration(root),
+        iterDirs: (await readdir(root)).filter((n) => parseIterDir(n) !== undefined),
+      });
+    }
     if (rank === 0) {
       try {
         await mkdir(attempt.attemptDir, { recursive: true });
@@ -423,7 +437,9 @@ export class CheckpointManager {
         throw new ManagerError(
           "MANAGER_CHECKPOINT_EXISTS",
           `save ${dir}: it holds a committed checkpoint of step ${step}; a full checkpoint is never rewritten. ` +
-            "This happens when training resumed behind newer checkpoints of the same attempt: resume from the latest one, or set resume=off for a fresh attempt.",
+            (this.attempt.layout === "legacy"
+              ? "This happens when training resumed behind newer checkpoints of this legacy flat layout: resume from the latest one (resume=auto), or set run_ts for a fresh attempt beside it."
+              : "This happens when training resumed behind newer checkpoints of the same attempt: resume from the latest one, or set resume=off for a fresh attempt."),
           { kind: "refused", subject: dir },
         );
       }

@@ -1,5 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import { writeTorchFile } from "@ckpt/tensors";
 import { makeTempDir } from "@ckpt/test-utils";
 import { onTestFinished } from "vitest";
 import {
@@ -87,4 +88,24 @@ export async function saveStep(manager: CheckpointManager, step: number, due: Sa
   await write(session.targets);
   const outcome = await manager.commitSave(session);
   return { plan, session, outcome };
+}
+
+/** A real torch.save zip (written by @ckpt/tensors) holding `scalars` and one small tensor under "net". */
+export async function writeTorchState(
+  path: string,
+  scalars: Record<string, number | string> = {},
+): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  await writeTorchFile(path, {
+    tree: { ...scalars, net: { w: { dtype: "F32", shape: [2] } } },
+    provideTensor: () => new Uint8Array(8),
+    sync: false,
+  });
+}
+
+/** A legacy (undescribed) checkpoint directory whose model.pt, optim.pt and trainer.pt are real torch.save files. */
+export async function writeLegacyDir(dir: string, trainer: Record<string, number> = {}): Promise<void> {
+  await writeTorchState(join(dir, "model.pt"));
+  await writeTorchState(join(dir, "optim.pt"));
+  await writeTorchState(join(dir, "trainer.pt"), trainer);
 }

@@ -1,5 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { type AttemptInputs, decideAttempt, defaultPrefixFor, targetsFor } from "../src/index.js";
+import {
+  type AttemptInputs,
+  decideAttempt,
+  defaultPrefixFor,
+  refuseLegacyFresh,
+  targetsFor,
+} from "../src/index.js";
 
 const base: AttemptInputs = {
   outputRoot: "/out",
@@ -132,5 +138,37 @@ describe("targetsFor (every rank computes its targets without rank 0)", () => {
       remote: { checkpointsUri: "s3://b/p/checkpoints", stagingDir: "/a/.ckpt-staging" },
     });
     expect(art.targets.model).toBe("s3://b/p/checkpoint_artifacts/iter_000000100/model/");
+  });
+});
+
+describe("refuseLegacyFresh (seed 001 Resume: resume=off on a legacy flat layout gets no sibling attempt)", () => {
+  const legacy = { layout: "legacy" as const, attemptDir: "/out/proj/grp/run" };
+  it("a legacy flat layout holding checkpoints refuses resume=off, naming the knob and the remedies", () => {
+    for (const existing of [
+      { latest: 20, iterDirs: ["iter_000000010", "iter_000000020"] },
+      { latest: undefined, iterDirs: ["iter_000000010"] },
+    ]) {
+      let thrown: unknown;
+      try {
+        refuseLegacyFresh(legacy, "off", existing);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(thrown).toMatchObject({
+        code: "MANAGER_LEGACY_FRESH_REFUSED",
+        knob: "resume",
+        subject: "/out/proj/grp/run/checkpoints",
+      });
+      expect((thrown as Error).message).toMatch(/resume=auto.*run_ts/);
+    }
+  });
+  it("an empty legacy layout, another resume setting, or the RUN_TS layout are not refused", () => {
+    expect(() => refuseLegacyFresh(legacy, "off", { latest: undefined, iterDirs: [] })).not.toThrow();
+    expect(() =>
+      refuseLegacyFresh(legacy, "auto", { latest: 20, iterDirs: ["iter_000000020"] }),
+    ).not.toThrow();
+    expect(() =>
+      refuseLegacyFresh({ layout: "run_ts", attemptDir: "/x" }, "off", { latest: 20, iterDirs: [] }),
+    ).not.toThrow();
   });
 });

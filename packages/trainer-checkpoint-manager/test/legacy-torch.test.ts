@@ -2,7 +2,7 @@
 // (seed 000: optimizer_step / iter at the top level of a single-file checkpoint or in trainer.pt),
 // read from files written by real PyTorch.
 import { execFile } from "node:child_process";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
@@ -72,8 +72,8 @@ describe("explicit legacy resume placed by its trainer state (real torch.save fi
       await attemptWithArtifactAt10(root);
       const dir = join(root, "legacy", "final");
       await mkdir(dir, { recursive: true });
-      await writeFile(join(dir, "model.pt"), "weights");
-      await writeFile(join(dir, "optim.pt"), "moments");
+      await torchSave(join(dir, "model.pt"), "{}");
+      await torchSave(join(dir, "optim.pt"), '{"state": {}}');
       await torchSave(join(dir, "trainer.pt"), '{"optimizer_step": 30}');
       const { manager } = await openManager(root, { ...raw, resume: dir });
       expect(await manager.resolveResume()).toMatchObject({

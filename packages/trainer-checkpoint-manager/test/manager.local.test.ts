@@ -9,7 +9,15 @@ import {
   type ManagerError,
   VALIDATION_STATE_FILE,
 } from "../src/index.js";
-import { openManager, saveStep, steppingClock, tempRoot, writeTargets } from "./helpers.js";
+import {
+  openManager,
+  saveStep,
+  steppingClock,
+  tempRoot,
+  writeLegacyDir,
+  writeTargets,
+  writeTorchState,
+} from "./helpers.js";
 
 const sync = { save_async: false };
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
@@ -61,6 +69,32 @@ describe("run attempts (seed 001 Layout)", () => {
     expect(manager.attemptDir).toBe(join(root, "proj", "grp", "run"));
     const saved = committed(await saveStep(manager, 5, { final: true, cadence: true }));
     expect(saved.dir).toBe(join(root, "proj", "grp", "run", "checkpoints", "iter_000000005"));
+  });
+
+  it("legacy flat layout with resume=off: refused at open when it holds checkpoints (never overwritten); run_ts is the way to a fresh attempt", async () => {
+    const root = await tempRoot();
+    const flat = join(root, "proj", "grp", "run", "checkpoints");
+    await mkdir(flat, { recursive: true });
+    const first = await openManager(root, { ...sync, save_every: 5 });
+    await saveStep(first.manager, 5, { cadence: true });
+    await saveStep(first.manager, 10, { cadence: true });
+    await first.manager.finalize();
+    const before = await readFile(join(flat, "iter_000000005", CHECKPOINT_DESCRIPTION_FILE));
+    await expect(openManager(root, { ...sync, save_every: 5, resume: "off" })).rejects.toMatchObject({
+      code: "MANAGER_LEGACY_FRESH_REFUSED",
+      knob: "resume",
+      subject: flat,
+    });
+    expect(await readFile(join(flat, "iter_000000005", CHECKPOINT_DESCRIPTION_FILE))).toEqual(before);
+    expect(await latestOf(join(root, "proj", "grp", "run"))).toBe(10);
+    const fresh = await openManager(root, {
+      ...sync,
+      save_every: 5,
+      resume: "off",
+      run_ts: "20260901130000",
+    });
+    expect(fresh.manager.attempt.layout).toBe("run_ts");
+    expect(await fresh.manager.resolveResume()).toMatchObject({ kind: "fresh" });
   });
 
   it("a rank other than 0 needs RUN_TS from rank 0, computes the same targets and commits nothing", async () => {
@@ -391,11 +425,7 @@ describe("resume resolution (local)", () => {
   it("explicit: a pin on a legacy directory without a manifest is refused", async () => {
     const root = await tempRoot();
     const legacy = join(root, "old", "iter_000000007");
-    await writeTargets({
-      model: join(legacy, "model.pt"),
-      optim: join(legacy, "optim.pt"),
-      trainer: join(legacy, "trainer.pt"),
-    });
+    await writeLegacyDir(legacy);
     const ok = await openManager(root, { ...sync, resume: legacy });
     expect(await ok.manager.resolveResume()).toMatchObject({
       kind: "checkpoint",
@@ -421,12 +451,11 @@ describe("resume resolution (local)", () => {
   it("explicit: a legacy single file is placed by its iter_* segment; pinned by the file's own digest", async () => {
     const root = await tempRoot();
     const file = join(root, "old", "iter_000000020", "state.pt");
-    await mkdir(join(root, "old", "iter_000000020"), { recursive: true });
-    await writeFile(file, "legacy state bytes");
+    await writeTorchState(file);
     const { manager } = await openManager(root, {
       ...sync,
       resume: file,
-      resume_sha256: sha256(Buffer.from("legacy state bytes")),
+      resume_sha256: sha256(await readFile(file)),
     });
     expect(await manager.resolveResume()).toMatchObject({
       kind: "checkpoint",
@@ -442,21 +471,77 @@ describe("resume resolution (local)", () => {
     const first = await openManager(root, raw);
     await saveStep(first.manager, 10, { cadence: true });
     const legacy = join(root, "elsewhere", "iter_000000005");
-    await writeTargets({
-      model: join(legacy, "model.pt"),
-      optim: join(legacy, "optim.pt"),
-      trainer: join(legacy, "trainer.pt"),
-    });
+    await writeLegacyDir(legacy);
     const behind = await openManager(root, { ...raw, resume: legacy });
     await expect(behind.manager.resolveResume()).rejects.toMatchObject({
       code: "MANAGER_RESUME_BEHIND_ARTIFACT",
     });
     const unplaced = join(root, "elsewhere", "state.pt");
-    await writeFile(unplaced, "not a torch file");
+    await writeTorchState(unplaced, { epoch: 3 });
     const unknown = await openManager(root, { ...raw, resume: unplaced });
     await expect(unknown.manager.resolveResume()).rejects.toMatchObject({
       code: "MANAGER_RESUME_ITERATION_UNKNOWN",
     });
+  });
+
+  it("explicit: a legacy .pt that is not a readable torch.save zip is refused, nothing executed", async () => {
+    const root = await tempRoot();
+    const file = join(root, "old", "iter_000000020", "state.pt");
+    await mkdir(join(root, "old", "iter_000000020"), { recursive: true });
+    await writeFile(file, "legacy state bytes");
+    const { manager } = await openManager(root, { ...sync, resume: file });
+    const error = (await manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+    expect(error.code).toBe("MANAGER_RESUME_UNREADABLE");
+    expect(error.knob).toBe("resume");
+    expect(error.message).toContain(file);
+  });
+
+  it("explicit: an undescribed directory whose files exist but are not torch.save zips is refused", async () => {
+    const root = await tempRoot();
+    const legacy = join(root, "old", "iter_000000007");
+    await writeTargets({
+      model: join(legacy, "model.pt"),
+      optim: join(legacy, "optim.pt"),
+      trainer: join(legacy, "trainer.pt"),
+    });
+    const garbage = await openManager(root, { ...sync, resume: legacy });
+    const error = (await garbage.manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+    expect(error.code).toBe("MANAGER_RESUME_UNREADABLE");
+    expect(error.message).toContain("model.pt is not a readable torch.save file");
+    // One damaged component among sound ones is enough.
+    await writeLegacyDir(legacy);
+    await writeFile(join(legacy, "optim.pt"), "truncated");
+    const one = await openManager(root, { ...sync, resume: legacy });
+    await expect(one.manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_UNREADABLE" });
+    // A DCP directory without .metadata is not a DCP checkpoint.
+    await rm(join(legacy, "optim.pt"));
+    await mkdir(join(legacy, "optim"));
+    await writeFile(join(legacy, "optim", "__0_0.distcp"), "shard");
+    const dcp = await openManager(root, { ...sync, resume: legacy });
+    await expect(dcp.manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_UNREADABLE" });
+  });
+
+  it("explicit: a checkpoint_artifacts/iter_* artifact is never a resume source (not 'incomplete')", async () => {
+    const root = await tempRoot();
+    const raw = { ...sync, save_every: 10, checkpoint_components: ["model"] };
+    const first = await openManager(root, raw);
+    const saved = committed(await saveStep(first.manager, 10, { cadence: true }));
+    expect(saved.dir).toContain("checkpoint_artifacts");
+    await first.manager.finalize();
+    for (const resume of [saved.dir, join(saved.dir, "model.pt")]) {
+      const { manager } = await openManager(root, { ...raw, resume });
+      const error = (await manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+      expect(error.code).toBe("MANAGER_RESUME_ARTIFACT_SOURCE");
+      expect(error.message).toContain("never a resume source");
+      await manager.finalize();
+    }
+    // A copy elsewhere is recognised by its artifact manifest.
+    const copy = join(root, "copied", "iter_000000010");
+    await mkdir(copy, { recursive: true });
+    for (const name of await readdir(saved.dir))
+      await writeFile(join(copy, name), await readFile(join(saved.dir, name)));
+    const { manager } = await openManager(root, { ...raw, resume: copy });
+    await expect(manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_ARTIFACT_SOURCE" });
   });
 });
 

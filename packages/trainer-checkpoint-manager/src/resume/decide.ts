@@ -1,3 +1,4 @@
+import { CHECKPOINT_ARTIFACTS_DIR } from "@ckpt/manifest";
 import { ManagerError } from "../errors.js";
 import type { CheckpointLocation, ResumeCheckpoint, ResumeDecision, ValidationState } from "../types.js";
 
@@ -6,6 +7,10 @@ export interface ProbedCheckpoint extends CheckpointLocation {
   readonly validation?: ValidationState;
   /** Why it cannot be resumed (missing components, size mismatches, an unreadable manifest). */
   readonly problems: readonly string[];
+  /** Component files present but not what they claim to be (not a readable torch.save zip, a DCP directory without `.metadata`). */
+  readonly unreadable?: readonly string[];
+  /** It is a `checkpoint_artifacts/iter_*` artifact (a partial plan): never a resume source. */
+  readonly artifact?: boolean;
 }
 
 /** The latest pointer of the attempt's checkpoints root. */
@@ -81,11 +86,27 @@ function adopt(source: "auto" | "explicit", c: ProbedCheckpoint, reason: string)
 }
 
 function requireComplete(c: ProbedCheckpoint, how: string): void {
+  if (c.artifact === true) {
+    throw new ManagerError(
+      "MANAGER_RESUME_ARTIFACT_SOURCE",
+      `resume from ${c.iterDir} (${how}): it is a ${CHECKPOINT_ARTIFACTS_DIR}/ artifact, the output of a partial component plan, and never a resume source; ` +
+        "resume reads full checkpoints only. Resume from a checkpoints/iter_* directory, or start a new run with the artifact as init_from (a warm start with fresh optimizer state).",
+      { kind: "refused", subject: c.iterDir, knob: "resume" },
+    );
+  }
   if (c.problems.length > 0) {
     throw new ManagerError(
       "MANAGER_RESUME_INCOMPLETE",
       `resume from ${c.iterDir} (${how}): it is not a complete checkpoint: ${c.problems.join("; ")}. ` +
         "Resume from another checkpoint, or restore the missing files; training never silently restarts from scratch.",
+      { kind: "refused", subject: c.iterDir, knob: "resume" },
+    );
+  }
+  if (c.unreadable !== undefined && c.unreadable.length > 0) {
+    throw new ManagerError(
+      "MANAGER_RESUME_UNREADABLE",
+      `resume from ${c.iterDir} (${how}): it is not a readable checkpoint: ${c.unreadable.join("; ")}. ` +
+        "Nothing was loaded. Point resume at a checkpoint written by torch.save (or by this manager), or restore the damaged files.",
       { kind: "refused", subject: c.iterDir, knob: "resume" },
     );
   }

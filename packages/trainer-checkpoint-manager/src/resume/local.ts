@@ -51,33 +51,75 @@ export function iterationFromPath(path: string): number | undefined {
   return undefined;
 }
 
-/** Reads `optimizer_step` / `iter` from the top level of a torch.save dict; they must agree when both exist. */
-export async function readTrainerIteration(path: string): Promise<{ iteration?: number; problem?: string }> {
+/**
+ * Opens a torch.save zip with the restricted unpickler (nothing is executed) and hands its root
+ * object to `use`; a file that is not one yields a problem naming it.
+ */
+async function withTorchRoot<T>(
+  path: string,
+  use: (root: unknown) => T,
+): Promise<{ value?: T; problem?: string }> {
   let source: Awaited<ReturnType<typeof openFileByteSource>> | undefined;
   try {
     source = await openFileByteSource(path);
     const file = await openTorchFile(source);
-    const root = file.root;
+    return { value: use(file.root) };
+  } catch (error) {
+    return { problem: `${path} is not a readable torch.save file (${messageOf(error)})` };
+  } finally {
+    await source?.close();
+  }
+}
+
+/** Reads `optimizer_step` / `iter` from the top level of a torch.save dict; they must agree when both exist. */
+export async function readTrainerIteration(path: string): Promise<{ iteration?: number; problem?: string }> {
+  const read = await withTorchRoot(path, (root): { iteration?: number; problem?: string } => {
     if (!(root instanceof PickleDict)) return { problem: `${path} does not hold a dict at its top level` };
-    const read = (key: string): number | undefined => {
+    const field = (key: string): number | undefined => {
       const value = root.map.get(key);
       if (typeof value === "number" && Number.isSafeInteger(value) && value >= 0) return value;
       if (typeof value === "bigint" && value >= 0n && value <= BigInt(Number.MAX_SAFE_INTEGER))
         return Number(value);
       return undefined;
     };
-    const step = read("optimizer_step");
-    const iter = read("iter");
+    const step = field("optimizer_step");
+    const iter = field("iter");
     if (step !== undefined && iter !== undefined && step !== iter) {
       return { problem: `${path} holds optimizer_step ${step} and iter ${iter}, which disagree` };
     }
     const value = step ?? iter;
     return value === undefined ? {} : { iteration: value };
-  } catch (error) {
-    return { problem: `read trainer state ${path}: ${messageOf(error)}` };
-  } finally {
-    await source?.close();
+  });
+  return read.value ?? { problem: read.problem! };
+}
+
+/**
+ * What is wrong with the payload of a checkpoint that has no description: every `.pt` must be a
+ * readable torch.save zip and every DCP directory must hold its `.metadata`. Empty when sound.
+ */
+async function verifyUndescribedPayload(components: ComponentTargets): Promise<string[]> {
+  const unreadable: string[] = [];
+  for (const target of Object.values(components)) {
+    if (target.endsWith("/")) {
+      if ((await entryKind(join(target, ".metadata"))) !== "file")
+        unreadable.push(`${target} has no .metadata (not a DCP checkpoint directory)`);
+    } else {
+      const { problem } = await withTorchRoot(target, () => undefined);
+      if (problem !== undefined) unreadable.push(problem);
+    }
   }
+  return unreadable;
+}
+
+/** Whether a path lies in an attempt's `checkpoint_artifacts/iter_*` tree. Pure. */
+export function isArtifactPath(path: string): boolean {
+  const segments = path.split(sep).filter((s) => s !== "");
+  return segments.some(
+    (s, i) =>
+      s === CHECKPOINT_ARTIFACTS_DIR &&
+      i + 1 < segments.length &&
+      parseIterDir(segments[i + 1]!) !== undefined,
+  );
 }
 
 async function readValidation(dir: string): Promise<{ state?: ValidationState; problem?: string }> {
@@ -203,11 +245,25 @@ export async function probeLocalCheckpoint(
   const kind = await entryKind(path);
   if (kind === "absent" || kind === "other") return { missing: true, path };
   const problems: string[] = [];
+  const dirPath = path.endsWith("/") ? path.slice(0, -1) : path;
+  if (
+    isArtifactPath(dirPath) ||
+    (kind === "dir" && (await entryKind(join(dirPath, ARTIFACT_MANIFEST_FILE))) !== "absent")
+  ) {
+    return {
+      iterDir: dirPath,
+      iteration: iterationFromPath(dirPath),
+      format: "consolidated",
+      components: {},
+      artifact: true,
+      problems,
+    };
+  }
   if (kind === "file") {
     let iteration = iterationFromPath(path);
-    if (iteration === undefined && options.needIteration) {
-      const read = await readTrainerIteration(path);
-      iteration = read.iteration;
+    const unreadable = await verifyUndescribedPayload({ model: path });
+    if (iteration === undefined && options.needIteration && unreadable.length === 0) {
+      iteration = (await readTrainerIteration(path)).iteration;
     }
     const sha = options.hashLegacyFile ? (await hashFile(path)).sha256 : undefined;
     return {
@@ -218,9 +274,10 @@ export async function probeLocalCheckpoint(
       legacyFile: path,
       ...(sha === undefined ? {} : { manifestSha256: sha }),
       problems,
+      unreadable,
     };
   }
-  const dir = path.endsWith("/") ? path.slice(0, -1) : path;
+  const dir = dirPath;
   let iteration = iterationFromPath(dir);
   const validation = await readValidation(dir);
   if (validation.problem !== undefined) problems.push(validation.problem);
@@ -282,12 +339,18 @@ export async function probeLocalCheckpoint(
     };
   }
   const found = await probeUndescribed(dir, problems);
-  if (iteration === undefined && options.needIteration && found.components.trainer !== undefined) {
+  const unreadable = await verifyUndescribedPayload(found.components);
+  if (
+    iteration === undefined &&
+    options.needIteration &&
+    found.components.trainer !== undefined &&
+    unreadable.length === 0
+  ) {
     const read = await readTrainerIteration(found.components.trainer);
     iteration = read.iteration;
     if (read.problem !== undefined) problems.push(read.problem);
   }
-  return { ...base, iteration, format: found.format, components: found.components, problems };
+  return { ...base, iteration, format: found.format, components: found.components, problems, unreadable };
 }
 
 /** Reads the attempt's latest pointer and probes the checkpoint it names. */
