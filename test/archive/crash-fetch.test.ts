@@ -178,6 +178,7 @@ async function runFetchSuite(
     kills: suite.kills,
     killsPerRound: 8,
     startup: fetchInto(upToDate),
+    untouched: (state) => state === "absent" || state === "old:complete",
     command: () => fetchInto(stageRoot),
     prepare: async (round) => {
       if (stageRoot !== "") await rm(stageRoot, { recursive: true, force: true });

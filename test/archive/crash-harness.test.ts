@@ -95,6 +95,56 @@ describe("crash harness", () => {
     expect(first(a.fractions)).not.toEqual(first(c.fractions));
   });
 
+  it("re-times the window when a machine slows down after calibration", async () => {
+    // Calibration runs start writing at once; every later run first idles 600 ms, so a window
+    // measured at calibration ends before any of their work begins.
+    const slowedDown = async (untouched: boolean) => {
+      const { dir, cleanup } = await makeTempDir("ckpt-crash-slow-");
+      cleanups.push(cleanup);
+      const script = `const [dir, delay] = process.argv.slice(1);
+const fs = require("node:fs");
+setTimeout(() => {
+  const fd = fs.openSync(dir + "/marker.tmp", "w");
+  let i = 0;
+  const step = () => {
+    if (i++ < 8) { fs.writeSync(fd, Buffer.alloc(4096, 97)); setTimeout(step, 40); return; }
+    fs.closeSync(fd); fs.renameSync(dir + "/marker.tmp", dir + "/marker");
+  };
+  step();
+}, Number(delay));`;
+      const state = async () => {
+        const tmp = await stat(join(dir, "marker.tmp")).then(
+          () => true,
+          () => false,
+        );
+        return tmp ? "writing" : markerState(dir);
+      };
+      return runCrashSuite({
+        seed: 4242,
+        kills: 15,
+        killsPerRound: 3,
+        calibrationRuns: 1,
+        budgetMs: 90_000,
+        command: (round) => ({ args: ["-e", script, dir, round < 0 ? "0" : "600"] }),
+        prepare: async () => {
+          await rm(join(dir, "marker"), { force: true });
+          await rm(join(dir, "marker.tmp"), { force: true });
+        },
+        afterKill: state,
+        afterCompletion: async () => {
+          expect(await markerState(dir)).toBe("complete");
+        },
+        ...(untouched ? { untouched: (label: string) => label === "absent" } : {}),
+      });
+    };
+    const fixed = await slowedDown(false);
+    expect(fixed.retimedRounds).toBe(0);
+    expect(Object.keys(fixed.states)).toEqual(["absent"]);
+    const followed = await slowedDown(true);
+    expect(followed.retimedRounds).toBeGreaterThanOrEqual(1);
+    expect(followed.states.writing ?? 0).toBeGreaterThan(0);
+  });
+
   it("reports a run that overruns its bound as a hang, not a kill", async () => {
     const result = await runNode({ args: ["-e", "setInterval(() => {}, 1000)"] }, { timeoutMs: 300 });
     expect(result.timedOut).toBe(true);
