@@ -54,7 +54,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         })
         .option("upload-concurrency", {
           type: "number",
-          describe: "Payload uploads in flight at once, 1 to 64 (default 4)",
+          describe: "Payload uploads in flight at once, 1 to 64 (default 8)",
         }),
     )
       .example(
