@@ -1,4 +1,5 @@
-import { join } from "node:path";
+import { lstat, readdir } from "node:fs/promises";
+import { basename, join } from "node:path";
 import { publishArtifact, uploadFullCheckpoint } from "@ckpt/archive-publisher";
 import { artifactPrefixFor, checkpointPrefixFor } from "@ckpt/manifest";
 import {
@@ -11,11 +12,13 @@ import {
 } from "@ckpt/retention";
 import type { ManagerConfig } from "./config.js";
 import { messageOf } from "./errors.js";
-import { entryKind } from "./internal/fs.js";
+import { entryKind, removeOwned } from "./internal/fs.js";
 import { bucketUri, joinUri, openAt, type StoreAccess } from "./internal/store.js";
 import { VALIDATION_STATE_FILE, validationRecord } from "./records.js";
 import type { RetentionOutcome, UploadOutcome } from "./types.js";
 
+/** Where a (role's) optimizer state lives: a consolidated file or a directory of DCP shards. */
+const OPTIMIZER_FORMS = ["optim.pt", "optim"] as const;
 /** Bulk payloads are not hashed on the training path (seed 001, upload markers); everything small is. */
 const BULK = /(^|\/)(model|optim|old|ref)(\.pt$|\/)/;
 
@@ -105,15 +108,74 @@ async function candidates(root: string): Promise<CheckpointInfo[]> {
   return retentionCandidates(infos, latest, open);
 }
 
+/** Bytes of a file or directory tree (0 when absent). */
+async function bytesOf(path: string): Promise<number> {
+  const info = await lstat(path).catch(() => undefined);
+  if (info === undefined) return 0;
+  if (!info.isDirectory()) return info.isFile() ? info.size : 0;
+  let total = 0;
+  for (const name of await readdir(path)) total += await bytesOf(join(path, name));
+  return total;
+}
+
+/**
+ * The same candidates seen through one role of a multi-role boundary: a role's optimizer state
+ * is `<iter>/<role>/optim.pt` or `<iter>/<role>/optim/`. Each role is counted on its own, because
+ * the roles step their optimizers independently (seed 001, multi-role boundary).
+ */
+async function roleView(infos: readonly CheckpointInfo[], role: string): Promise<CheckpointInfo[]> {
+  const out: CheckpointInfo[] = [];
+  for (const info of infos) {
+    const kinds = await Promise.all(OPTIMIZER_FORMS.map((form) => entryKind(join(info.dir, role, form))));
+    out.push({ ...info, hasOptimizer: kinds.some((k) => k !== "absent") });
+  }
+  return out;
+}
+
+/**
+ * `keep_optim_last` inside a multi-role boundary: per role, the optimizer state of all but the
+ * newest N iterations holding it is removed (renamed aside, parent fsynced); weights, trainer
+ * state and `_SUCCESS` stay. The iteration the pointer names is never touched.
+ */
+async function retainRoleOptimizers(
+  infos: readonly CheckpointInfo[],
+  roles: readonly string[],
+  options: { keepLast: number; requireUploaded: boolean },
+  removed: string[],
+  errors: string[],
+): Promise<number> {
+  const latest = infos.find((i) => i.isLatest)?.iteration;
+  let freed = 0;
+  for (const role of roles) {
+    const plan = planOptimizerRetention(await roleView(infos, role), options);
+    for (const removal of plan.remove) {
+      if (removal.iteration === latest) continue;
+      for (const form of OPTIMIZER_FORMS) {
+        const path = join(removal.dir, role, form);
+        try {
+          const bytes = await bytesOf(path);
+          if (await removeOwned(path)) {
+            removed.push(`${basename(removal.dir)}/${role}/${form}`);
+            freed += bytes;
+          }
+        } catch (error) {
+          errors.push(`remove ${path}: ${messageOf(error)}. Check permissions; the next save retries.`);
+        }
+      }
+    }
+  }
+  return freed;
+}
+
 /**
  * Local retention after a save, in the save's write job: `keep_model_last` removes whole
  * iteration directories beyond the newest N, then `keep_optim_last` removes optimizer state from
- * all but the newest N that still hold it; with upload enabled only archived ones (`.uploaded`).
- * Never throws: failures are reported in the outcome.
+ * all but the newest N that still hold it (per role inside a multi-role boundary); with upload
+ * enabled only archived ones (`.uploaded`). Never throws: failures are reported in the outcome.
  */
 export async function applyLocalRetention(
   checkpointsRoot: string,
-  config: Pick<ManagerConfig, "keep_model_last" | "keep_optim_last" | "upload">,
+  config: Pick<ManagerConfig, "keep_model_last" | "keep_optim_last" | "upload" | "roles">,
 ): Promise<RetentionOutcome | undefined> {
   if (config.keep_model_last === 0 && config.keep_optim_last === 0) return undefined;
   const requireUploaded = config.upload.enabled;
@@ -135,7 +197,15 @@ export async function applyLocalRetention(
         }),
       );
     }
-    if (config.keep_optim_last > 0) {
+    if (config.keep_optim_last > 0 && config.roles.length > 0) {
+      freedBytes += await retainRoleOptimizers(
+        await candidates(checkpointsRoot),
+        config.roles,
+        { keepLast: config.keep_optim_last, requireUploaded },
+        removed,
+        errors,
+      );
+    } else if (config.keep_optim_last > 0) {
       await apply(
         planOptimizerRetention(await candidates(checkpointsRoot), {
           keepLast: config.keep_optim_last,

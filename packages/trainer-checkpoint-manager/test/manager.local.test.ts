@@ -873,6 +873,50 @@ describe("multi-role boundary (policy/ and critic/ with _SUCCESS)", () => {
     expect(decision.manifestSha256).toBe(sha256(await readFile(join(session2.dir, "_SUCCESS"))));
   });
 
+  async function saveBoundary(manager: Awaited<ReturnType<typeof openManager>>["manager"], step: number) {
+    const session = await manager.beginSave(step, manager.planSave(step, { cadence: true })!);
+    for (const role of ["policy", "critic"]) await writeTargets(session.roles![role]!);
+    return manager.commitSave(session, {
+      roles: { policy: { optimizerStep: step }, critic: { optimizerStep: step * 2 } },
+    });
+  }
+
+  it("keep_optim_last applies per role: each role keeps its optimizer state in the newest N boundaries only", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...raw, keep_optim_last: 2 });
+    for (let step = 1; step <= 4; step++) await saveBoundary(manager, step);
+    const iter = (step: number) => join(manager.attemptDir, "checkpoints", `iter_00000000${step}`);
+    for (const role of ["policy", "critic"]) {
+      const optim = await Promise.all([1, 2, 3, 4].map((s) => exists(join(iter(s), role, "optim.pt"))));
+      expect(optim).toEqual([false, false, true, true]);
+      // Weights, trainer state and the boundary marker stay for every iteration.
+      for (const s of [1, 2, 3, 4]) {
+        expect(await exists(join(iter(s), role, "model.pt"))).toBe(true);
+        expect(await exists(join(iter(s), role, "trainer.pt"))).toBe(true);
+        expect(await exists(join(iter(s), "_SUCCESS"))).toBe(true);
+      }
+    }
+    // The pruned boundary is no longer an exact-resume source; the latest still is.
+    const old = await openManager(root, { ...raw, resume: iter(1) });
+    await expect(old.manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_INCOMPLETE" });
+    const auto = await openManager(root, raw);
+    expect(await auto.manager.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 4 });
+  });
+
+  it("the default keep_optim_last (null → 1) prunes every role's optimizer (file or DCP directory) but the newest", async () => {
+    const root = await tempRoot();
+    const { manager, events } = await openManager(root, { ...raw, checkpoint_format: "dcp" });
+    for (let step = 1; step <= 3; step++) await saveBoundary(manager, step);
+    const iter = (step: number) => join(manager.attemptDir, "checkpoints", `iter_00000000${step}`);
+    for (const role of ["policy", "critic"]) {
+      const optim = await Promise.all([1, 2, 3].map((s) => exists(join(iter(s), role, "optim"))));
+      expect(optim).toEqual([false, false, true]);
+      expect(await exists(join(iter(1), role, "model", ".metadata"))).toBe(true);
+    }
+    const removed = events.flatMap((e) => (e.type === "retention" ? e.outcome.removed : []));
+    expect(removed).toContain("iter_000000001/critic/optim");
+  });
+
   it("resume sees the boundary only when complete: a role missing its optimizer fails the commit, no _SUCCESS, no pointer", async () => {
     const root = await tempRoot();
     const { manager } = await openManager(root, raw);
