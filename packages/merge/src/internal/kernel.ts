@@ -1,5 +1,6 @@
 import { type DType, dtypeSize, f32ToBf16Bytes, f32ToF16Bytes, toFloat32 } from "@ckpt/tensors";
 import type { MergeMode } from "../request.js";
+import { SIMD_STEP, SimdMergeKernel } from "./kernel-simd.js";
 
 /**
  * Elements per inner block: every F32 scratch array of a block (experts, base, accumulator, merged)
@@ -17,6 +18,15 @@ export interface TensorStats {
   mergedSq: number;
   /** Merged values that are NaN or infinite. */
   nonFinite: number;
+}
+
+/** The raw little-endian bytes of one stretch of a tensor: each input's, and where the merged bytes go. */
+export interface ChunkBytes {
+  readonly experts: readonly Uint8Array[];
+  readonly base: Uint8Array | undefined;
+  /** In elements. */
+  readonly count: number;
+  readonly out: Uint8Array;
 }
 
 export function emptyStats(experts: number): TensorStats {
@@ -43,16 +53,29 @@ export class MergeKernel {
   private readonly merged = new Float32Array(BLOCK_ELEMENTS);
   private readonly mergedBits = new Uint32Array(this.merged.buffer);
   private readonly lam: number;
+  /** The BF16 fast path (WebAssembly SIMD), same arithmetic; absent when disabled. */
+  private readonly simd: SimdMergeKernel | undefined;
 
   constructor(
     readonly mode: MergeMode,
     readonly experts: number,
     readonly withBase: boolean,
     lam: number | null,
+    options: { readonly simd?: boolean } = {},
   ) {
     this.xs = Array.from({ length: experts }, () => new Float32Array(BLOCK_ELEMENTS));
     // torch multiplies an F32 tensor by a Python float in F32: the scalar is rounded first.
     this.lam = Math.fround(lam ?? 1);
+    this.simd = options.simd === false ? undefined : new SimdMergeKernel(experts);
+  }
+
+  /**
+   * `count` zeroed buffers of `bytes` each that the kernel merges in place (no copy); allocated
+   * once per kernel. Other buffers work too, through the scalar path.
+   */
+  allocate(count: number, bytes: number): Uint8Array[] {
+    if (this.simd === undefined) return Array.from({ length: count }, () => new Uint8Array(bytes));
+    return this.simd.allocate(count, bytes);
   }
 
   /**
@@ -67,6 +90,28 @@ export class MergeKernel {
     out: Uint8Array,
     stats: TensorStats,
   ): void {
+    const simd = this.simd;
+    const inPlace =
+      simd !== undefined &&
+      dtype === "BF16" &&
+      simd.owns(out) &&
+      experts.every((e) => simd.owns(e)) &&
+      (base === undefined || simd.owns(base));
+    // The SIMD kernel takes whole steps; the few elements after the last one go the scalar way.
+    const fast = inPlace ? count - (count % SIMD_STEP) : 0;
+    if (fast > 0) simd!.run(this.mode, this.lam, { experts, base, count: fast, out }, stats);
+    if (fast === count) return;
+    const from = fast * dtypeSize(dtype);
+    const rest = {
+      experts: experts.map((e) => e.subarray(from)),
+      base: base?.subarray(from),
+      count: count - fast,
+      out: out.subarray(from),
+    };
+    this.runScalar(dtype, rest, stats);
+  }
+
+  private runScalar(dtype: DType, { experts, base, count, out }: ChunkBytes, stats: TensorStats): void {
     const size = dtypeSize(dtype);
     for (let start = 0; start < count; start += BLOCK_ELEMENTS) {
       const n = Math.min(BLOCK_ELEMENTS, count - start);

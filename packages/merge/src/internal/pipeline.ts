@@ -57,9 +57,11 @@ export class ChunkPipeline {
     this.firstChunk.push(this.chunks.length);
     const largest = Math.min(chunkElements, Math.max(0, ...plan.tensors.map((t) => t.numel)));
     const bytes = largest * Math.max(1, ...plan.tensors.map((t) => dtypeSize(t.dtype)));
+    // In the kernel's own memory, so the reads land where it computes.
+    const buffers = kernel.allocate(DEPTH * (this.inputs.length + 1), bytes);
     this.slots = Array.from({ length: DEPTH }, () => ({
-      inputs: this.inputs.map(() => new Uint8Array(bytes)),
-      out: new Uint8Array(bytes),
+      inputs: this.inputs.map(() => buffers.pop()!),
+      out: buffers.pop()!,
     }));
     for (let j = 0; j < Math.min(DEPTH, this.chunks.length); j++) this.startRead(j);
   }
