@@ -66,6 +66,9 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     } else {
       write(io.stderr, `ckpt: ${failure.message}`);
       if (failure.code === "CLI_USAGE") write(io.stderr, "Run `ckpt --help` for usage.");
+      // The code is what docs/troubleshooting.md is keyed by: name it so nobody re-runs with --json.
+      else if (failure.code !== "INTERNAL")
+        write(io.stderr, `ckpt: error code ${failure.code} (docs/troubleshooting.md)`);
     }
     return failure.exitCode;
   }

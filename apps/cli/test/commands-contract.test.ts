@@ -83,4 +83,17 @@ describe("global behaviour", () => {
     expect(JSON.parse(c.out())).toMatchObject({ ok: false, error: { code: "CLI_USAGE" } });
     expect(c.err()).toBe("");
   });
+
+  it("a refusal names its error code on stderr, the key of docs/troubleshooting.md", async () => {
+    const dir = await makeTempDir("ckpt-cli-code-");
+    onTestFinished(dir.cleanup);
+    const c = captureIo();
+    expect(await runCli(["verify", join(dir.dir, "not-there")], c.io)).toBe(2);
+    expect(c.err()).toMatch(
+      /^ckpt: .*not-there.*\nckpt: error code VERIFY_PATH_MISSING \(docs\/troubleshooting\.md\)\n$/s,
+    );
+    const usage = captureIo();
+    expect(await runCli(["verify"], usage.io)).toBe(2);
+    expect(usage.err()).not.toContain("error code");
+  });
 });
