@@ -39,7 +39,6 @@ const DENIED_NAMES = new Set([
   "SignatureDoesNotMatch",
   "InvalidToken",
   "ExpiredToken",
-  "CredentialsProviderError",
 ]);
 
 function shapeOf(error: unknown): ErrorShape {
@@ -111,6 +110,14 @@ export function toStoreError(error: unknown, action: string, subject: string): O
   }
   if (isNotFound(error)) {
     return new ObjectStoreError("STORE_NOT_FOUND", `${where}: no such object (${what}).`, options);
+  }
+  if (name === "CredentialsProviderError") {
+    // The SDK's default chain came up empty: nothing was sent, so no permission is at fault.
+    return new ObjectStoreError(
+      "STORE_NO_CREDENTIALS",
+      `${where}: no credentials found. Pass a credentials file (--credentials, or $CKPT_CREDENTIALS), or set the default chain: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an instance role.`,
+      options,
+    );
   }
   if (status === 403 || status === 401 || DENIED_NAMES.has(name)) {
     return new ObjectStoreError(
