@@ -14,8 +14,11 @@ export interface SourceBytes {
   read(name: string, start: number, length: number, into: Uint8Array): Promise<Uint8Array>;
 }
 
-/** Bytes of one copy chunk: large enough to amortise a read, small enough to stay cheap in memory. */
-export const COPY_CHUNK_BYTES = 16 * 1024 * 1024;
+/**
+ * Bytes of one copy chunk: large enough to amortise a read, small enough to stay mostly in the
+ * CPU's cache while it is hashed and written (4 MiB used less CPU than 16 MiB and 1 MiB).
+ */
+export const COPY_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /** A reusable buffer that grows to the largest request; views start at offset 0 (typed-array aligned). */
 export class GrowableBuffer {

@@ -10,13 +10,18 @@ import {
 import { dtypeSize, HF_INDEX_FILE, openSafetensors, type SafetensorsTensorInfo } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
 import { describe, HfConversionError } from "../errors.js";
-import { COPY_CHUNK_BYTES, GrowableBuffer, expertBlockBytes, type SourceBytes } from "../convert/assemble.js";
+import { GrowableBuffer, expertBlockBytes, type SourceBytes } from "../convert/assemble.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { TEMPLATE_DIR } from "../preflight/templates.js";
 import type { ConversionPlan, OutputShard, RuleInstance } from "../plan/mapping.js";
 import { elementIndex, groupKey, partHome } from "../plan/rules.js";
 import { checkSidecars } from "./sidecars.js";
 
+/**
+ * Bytes compared at a time by the probe: small enough that both sides are still in the CPU's
+ * cache when compared, large enough to keep the reads few.
+ */
+const PROBE_CHUNK_BYTES = 1024 * 1024;
 /** Experts sampled per rule instance (the first, the last and two drawn from the seed). */
 const SAMPLED_EXPERTS = 4;
 /** Elements compared per sampled expert matrix part (two corners plus draws). */
@@ -229,8 +234,8 @@ export async function probeShard(dir: string, shard: OutputShard, source: Source
         problems.push(`${t.name}: not in ${shard.file}`);
         continue;
       }
-      for (let start = 0; start < t.byteLength; start += COPY_CHUNK_BYTES) {
-        const length = Math.min(COPY_CHUNK_BYTES, t.byteLength - start);
+      for (let start = 0; start < t.byteLength; start += PROBE_CHUNK_BYTES) {
+        const length = Math.min(PROBE_CHUNK_BYTES, t.byteLength - start);
         const [a, b] = await Promise.all([
           source.read(t.recipe.source, start, length, want.view(length)),
           file.read(info.dataOffset + start, length, got.view(length)),
