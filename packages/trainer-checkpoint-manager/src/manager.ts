@@ -34,6 +34,7 @@ import {
   writeValidationState,
 } from "./local/commit.js";
 import { planSave as decidePlan, type SaveDue, type SavePlan, type StepCoverage } from "./plan.js";
+import { WriterLock } from "./local/writer-lock.js";
 import { VALIDATION_STATE_FILE, validationRecord } from "./records.js";
 import { DirectPrimary, probeRemote } from "./remote/direct.js";
 import { WriterLease } from "./remote/lease.js";
@@ -89,6 +90,9 @@ async function latestIteration(checkpointsRoot: string): Promise<number | undefi
   }
 }
 
+/** How long a second writer waits for the attempt's writer lock before it is refused (a holder that is exiting). */
+const DEFAULT_WRITER_LOCK_WAIT_MS = 5000;
+
 interface Remote {
   readonly primary: DirectPrimary;
   readonly lease: WriterLease | undefined;
@@ -114,6 +118,7 @@ export class CheckpointManager {
   private readonly access: StoreAccess;
   private readonly uploadPrefix: string;
   private readonly remote: Remote | undefined;
+  private readonly writerLock: WriterLock | undefined;
   private readonly watch: TerminationWatch;
   private readonly slots = new WriteSlots();
   private readonly coverage = new Map<number, StepCoverage>();
@@ -127,6 +132,7 @@ export class CheckpointManager {
     checkpointsRoot: string;
     uploadPrefix: string;
     remote: Remote | undefined;
+    writerLock: WriterLock | undefined;
     access: StoreAccess;
   }) {
     const { options } = init;
@@ -142,6 +148,7 @@ export class CheckpointManager {
     this.access = init.access;
     this.uploadPrefix = init.uploadPrefix;
     this.remote = init.remote;
+    this.writerLock = init.writerLock;
     this.watch = new TerminationWatch(
       sentinelPathFor(options.termination, process.env),
       options.termination?.signals ?? true,
@@ -186,21 +193,55 @@ export class CheckpointManager {
         iterDirs: (await readdir(root)).filter((n) => parseIterDir(n) !== undefined),
       });
     }
-    if (rank === 0) {
-      try {
-        await mkdir(attempt.attemptDir, { recursive: true });
-      } catch (error) {
-        throw new ManagerError(
-          "MANAGER_LAYOUT_FAILED",
-          `create run attempt ${attempt.attemptDir}: ${messageOf(error)}`,
-          {
-            kind: "failed",
-            subject: attempt.attemptDir,
-            cause: error,
-          },
-        );
-      }
+    // A direct primary's writer guard is its lease on the store; the local lock guards a local attempt.
+    const writerLock =
+      rank === 0
+        ? await CheckpointManager.claimAttempt(attempt, options, config.checkpoint_store.backend === "local")
+        : undefined;
+    try {
+      return await CheckpointManager.openClaimed(options, attempt, run, writerLock);
+    } catch (error) {
+      await writerLock?.release();
+      throw error;
     }
+  }
+
+  /** Rank 0: creates the attempt directory and (local primary) takes its writer lock. */
+  private static async claimAttempt(
+    attempt: AttemptDecision,
+    options: OpenOptions,
+    lock: boolean,
+  ): Promise<WriterLock | undefined> {
+    try {
+      await mkdir(attempt.attemptDir, { recursive: true });
+    } catch (error) {
+      throw new ManagerError(
+        "MANAGER_LAYOUT_FAILED",
+        `create run attempt ${attempt.attemptDir}: ${messageOf(error)}`,
+        {
+          kind: "failed",
+          subject: attempt.attemptDir,
+          cause: error,
+        },
+      );
+    }
+    if (!lock) return undefined;
+    return WriterLock.acquire(
+      attempt.attemptDir,
+      attempt.runTs,
+      options.writerLockWaitMs ?? DEFAULT_WRITER_LOCK_WAIT_MS,
+    );
+  }
+
+  private static async openClaimed(
+    options: OpenOptions,
+    attempt: AttemptDecision,
+    run: { project: string; group: string; name: string },
+    writerLock: WriterLock | undefined,
+  ): Promise<CheckpointManager> {
+    const { config } = options;
+    const rank = options.rank ?? 0;
+    const clock = options.clock ?? (() => new Date());
     const credentials =
       options.credentials ??
       (config.checkpoint_store.backend === "object_store"
@@ -261,6 +302,7 @@ export class CheckpointManager {
       checkpointsRoot,
       uploadPrefix: (config.upload.prefix || defaultPrefix).replace(/\/+$/, ""),
       remote,
+      writerLock,
       access,
     });
     manager.emit({ type: "attempt", attempt });
@@ -395,6 +437,7 @@ export class CheckpointManager {
       );
     }
     await this.slots.join(this.roleSlots);
+    this.writerLock?.assertHeld(`begin save at step ${step}`);
     if (plan.escalated) {
       this.emit({
         type: "warning",
@@ -516,6 +559,7 @@ export class CheckpointManager {
     // Usage is checked: from here the session is spent, whatever the commit's outcome.
     this.open.delete(session.id);
     const job = async (): Promise<CommitReport> => {
+      this.writerLock?.assertHeld(`commit save of step ${session.step}`);
       if (options.written !== undefined) {
         try {
           await options.written;
@@ -718,6 +762,7 @@ export class CheckpointManager {
       });
     }
     if (this.remote !== undefined) return this.completeRemoteValidation(iteration, this.remote);
+    this.writerLock?.assertHeld(`complete validation of iteration ${iteration}`);
     const dir = join(this.checkpointsRoot, formatIterDir(iteration));
     const path = join(dir, VALIDATION_STATE_FILE);
     let state: ValidationState;
@@ -788,6 +833,7 @@ export class CheckpointManager {
     } finally {
       this.finalized = true;
       this.watch.stop();
+      await this.writerLock?.release();
       await this.remote?.lease
         ?.release()
         .catch((error: unknown) => this.emit({ type: "warning", message: messageOf(error) }));

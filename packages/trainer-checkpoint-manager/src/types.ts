@@ -48,6 +48,11 @@ export interface OpenOptions {
   /** Recorded as `producer` in the manifests this manager writes (default `ckpt-trainer-checkpoint-manager/<version>`). */
   readonly producer?: string;
   /** Per-attempt timeout of object-store calls in milliseconds. */
+  /**
+   * Rank 0 holds the attempt's writer lock (`.ckpt-writer.lock`) for the manager's life; a second
+   * writer waits this long for a live holder to finish before MANAGER_WRITER_LOCKED (default 5000).
+   */
+  readonly writerLockWaitMs?: number;
   readonly storeTimeoutMs?: number;
 }
 

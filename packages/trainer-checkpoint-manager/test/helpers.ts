@@ -35,13 +35,27 @@ export interface Opened {
   events: ManagerEvent[];
 }
 
-/** Opens a manager on `outputRoot` with a raw config; signal handlers off (the test process keeps its own). */
+/** Rank-0 managers opened per output root, so the next one can stand for a rerun after they exited. */
+const openedWriters = new Map<string, CheckpointManager[]>();
+
+/**
+ * Opens a manager on `outputRoot` with a raw config; signal handlers off (the test process keeps
+ * its own). A rank-0 manager stands for the next run of the job: the rank-0 managers opened before
+ * on the same root are finalized first (as their process would have exited), releasing the
+ * attempt's writer lock. Two live writers are tested with `CheckpointManager.open` directly.
+ */
 export async function openManager(
   outputRoot: string,
   raw: Record<string, unknown>,
   extra: Partial<OpenOptions> = {},
 ): Promise<Opened> {
   const events: ManagerEvent[] = [];
+  const writers = openedWriters.get(outputRoot) ?? [];
+  const direct = (raw.checkpoint_store as { backend?: string } | undefined)?.backend === "object_store";
+  // A direct primary's writers are guarded by the store lease, whose tests keep both writers open.
+  if ((extra.rank ?? 0) === 0 && !direct) {
+    for (const previous of writers.splice(0)) await previous.finalize().catch(() => {});
+  }
   const manager = await CheckpointManager.open({
     config: parseManagerConfig(raw).config,
     outputRoot,
@@ -52,7 +66,12 @@ export async function openManager(
     onEvent: (event) => events.push(event),
     ...extra,
   });
-  onTestFinished(() => manager.finalize().catch(() => {}));
+  if (manager.rank === 0) writers.push(manager);
+  openedWriters.set(outputRoot, writers);
+  onTestFinished(() => {
+    openedWriters.delete(outputRoot);
+    return manager.finalize().catch(() => {});
+  });
   return { manager, events };
 }
 

@@ -778,21 +778,19 @@ describe("validation transaction (evaluation-pending → publication-pending →
     expect(JSON.parse(await readFile(join(saved.dir, VALIDATION_STATE_FILE), "utf8")).state).toBe(
       "evaluation_pending",
     );
-    // A resume now re-runs validation.
+    // A resume (the next run, after this one exited) re-runs validation, then completes it.
+    const states = (list: typeof events) =>
+      list.filter((e) => e.type === "validation").map((e) => (e as { state: string }).state);
+    expect(states(events)).toEqual(["evaluation_pending"]);
     const resumed = await openManager(root, raw);
     expect(await resumed.manager.resolveResume()).toMatchObject({
       iteration: 5,
       validation: "evaluation_pending",
     });
-    await resumed.manager.finalize();
-    const published = await manager.completeValidation(5);
+    const published = await resumed.manager.completeValidation(5);
     expect(published).toMatchObject({ state: "published", upload: { status: "uploaded" } });
     expect(published.retention?.removed).toEqual(["iter_000000003"]);
-    expect(events.filter((e) => e.type === "validation").map((e) => (e as { state: string }).state)).toEqual([
-      "evaluation_pending",
-      "publication_pending",
-      "published",
-    ]);
+    expect(states(resumed.events)).toEqual(["publication_pending", "published"]);
     const after = await openManager(root, raw);
     const decision = await after.manager.resolveResume();
     expect(decision).toMatchObject({ iteration: 5 });
