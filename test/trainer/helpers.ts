@@ -35,6 +35,8 @@ export interface TrainOptions {
   readonly writePauseMs?: number;
   /** Further checkpoint knobs (JSON object). */
   readonly config?: Record<string, unknown>;
+  /** Held-out validation every N steps (the example's --validate-every). */
+  readonly validateEvery?: number;
   readonly env?: NodeJS.ProcessEnv;
 }
 
@@ -58,6 +60,7 @@ export function trainArgs(o: TrainOptions): string[] {
     JSON.stringify(o.config ?? {}),
     "--result",
     o.result,
+    ...(o.validateEvery === undefined ? [] : ["--validate-every", String(o.validateEvery)]),
   ];
 }
 
@@ -82,6 +85,8 @@ export interface TrainResult {
   readonly stopped: string | null;
   readonly resumed_from: string | null;
   readonly attempt_dir: string;
+  /** The held-out validations this run performed. */
+  readonly validations?: ReadonlyArray<{ readonly step: number; readonly loss: number }>;
 }
 
 export async function readResult(path: string): Promise<TrainResult> {

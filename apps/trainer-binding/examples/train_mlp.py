@@ -58,6 +58,9 @@ def parse_args():
     p.add_argument("--step-ms", type=float, default=0.0, help="sleep per step, standing in for compute")
     p.add_argument("--write-pause-ms", type=float, default=0.0,
                    help="sleep after each component write (tests use it to widen the mid-save window)")
+    p.add_argument("--validate-every", type=int, default=0,
+                   help="held-out validation every N steps (0: never); with validation.save_checkpoint in "
+                        "--config-json the step is saved validation-pending first and published after")
     p.add_argument("--result", default=None, help="write a JSON summary (rank 0) here at the end")
     return p.parse_args()
 
@@ -295,6 +298,30 @@ def load(point, model, optimizer, cursor, rank, world):
     return trainer["step"], read, shard_keys
 
 
+def validate(model, data, world):
+    """Held-out loss on a fixed slice of the data. In eval mode (dropout off) it draws no random
+    numbers and changes no state, so a run that validates trains exactly like one that does not."""
+    inputs, targets = data
+    model.eval()
+    try:
+        with torch.no_grad():
+            loss = nn.functional.cross_entropy(model(inputs[:BATCH * 2]), targets[:BATCH * 2])
+    finally:
+        model.train()
+    if world > 1:
+        dist.all_reduce(loss)
+        loss /= world
+    return float(loss)
+
+
+def validate_and_publish(group, model, data, ctx, step, validations):
+    """Seed 001's durable validation transaction after a pending save: evaluate, then publish."""
+    loss = validate(model, data, ctx["world"])
+    validations.append({"step": step, "loss": loss})
+    published = group.complete_validation(step)
+    log(ctx["rank"], "validated step %d (loss %.6f): %s" % (step, loss, published["state"]))
+
+
 def write_result(path, summary):
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -344,6 +371,14 @@ def main():
     ctx = {"model": model, "optimizer": optimizer, "cursor": cursor, "rank": rank, "world": world}
     pause_s = args.write_pause_ms / 1000.0
     stop_reason = None
+    validations = []
+    # A checkpoint resumed inside its validation transaction: evaluation-pending re-runs the
+    # validation, publication-pending only retries the publication (the validation had passed).
+    if point.kind == "checkpoint" and point.validation == "evaluation_pending":
+        validate_and_publish(group, model, data, ctx, step, validations)
+    elif point.kind == "checkpoint" and point.validation == "publication_pending":
+        group.complete_validation(step)
+        log(rank, "published the validated step %d on resume" % step)
     model.train()
     while step < args.steps:
         train_step(model, optimizer, data, cursor, rank, world)
@@ -351,10 +386,19 @@ def main():
         if args.step_ms > 0:
             time.sleep(args.step_ms / 1000.0)
         stop = group.should_stop()
-        plan = group.begin_save(step, final=step == args.steps, emergency=stop.stop)
+        validating = args.validate_every > 0 and step % args.validate_every == 0
+        plan = group.begin_save(step, final=step == args.steps, emergency=stop.stop, validation=validating)
+        mode = plan.validation if plan is not None else "none"
+        if validating and mode == "commit_after":
+            validations.append({"step": step, "loss": validate(model, data, world)})
         if plan is not None:
             ctx["step"] = step
             save(group, plan, ctx, pause_s)
+        if mode == "pending" and not stop.stop:
+            validate_and_publish(group, model, data, ctx, step, validations)
+        elif validating and mode in ("none", "commit_before"):
+            # Ephemeral validation (no save requested by it), or after the due save it rides on.
+            validations.append({"step": step, "loss": validate(model, data, world)})
         if stop.stop:
             stop_reason = stop.reason
             log(rank, "stopping at step %d: %s" % (step, stop.reason))
@@ -368,6 +412,7 @@ def main():
             "stopped": stop_reason,
             "resumed_from": point.iter_dir,
             "attempt_dir": attempt.attempt_dir,
+            "validations": validations,
         })
     if args.result:
         write_result("%s.rank%d" % (args.result, rank), {"read": read, "shard_keys": shard_keys})

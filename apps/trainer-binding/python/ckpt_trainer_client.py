@@ -38,11 +38,13 @@ import dataclasses
 import itertools
 import json
 import os
+import select
 import shlex
 import signal
 import socket
 import subprocess
 import threading
+import time
 
 __all__ = [
     "PROTOCOL_VERSIONS",
@@ -59,6 +61,28 @@ __all__ = [
 
 PROTOCOL_VERSIONS = (1,)
 CLIENT_NAME = "ckpt_trainer_client.py/1"
+# Seconds a request may wait for its answer. Generous: a synchronous commit fsyncs and describes
+# the whole checkpoint, and finalize joins every background write and upload. A sidecar that died
+# or hangs then yields SIDECAR_TIMEOUT instead of a trainer that waits forever.
+DEFAULT_REQUEST_TIMEOUT = 3600.0
+TIMEOUT_ENV = "CKPT_TRAINER_REQUEST_TIMEOUT"
+
+
+def _timeout_from_env():
+    """``$CKPT_TRAINER_REQUEST_TIMEOUT`` in seconds (``0`` or ``none``: wait forever), else the default."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip().lower()
+    if raw == "":
+        return DEFAULT_REQUEST_TIMEOUT
+    if raw in ("0", "none"):
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise CkptTrainerError("CLIENT_BAD_ARGUMENT", "%s=%r is not a number of seconds > 0 (or 0/none for no limit)"
+                               % (TIMEOUT_ENV, raw), kind="input")
+    return value
 
 
 class CkptTrainerError(Exception):
@@ -200,23 +224,48 @@ class _SignalFlags:
 
 
 class _StreamChannel:
-    """One request line out, one response line in, over a pair of binary file objects."""
+    """One request line out, one response line in, over a pair of file descriptors, each answer
+    awaited with a deadline (select on the raw descriptor: nothing sits in a hidden buffer)."""
 
-    def __init__(self, reader, writer, closer):
-        self._reader = reader
+    def __init__(self, read_fd, writer, closer):
+        self._read_fd = read_fd
         self._writer = writer
         self._closer = closer
+        self._pending = b""
+        self._broken = None
 
-    def exchange(self, line):
+    def exchange(self, line, what, timeout):
+        if self._broken is not None:
+            raise CkptTrainerError("SIDECAR_GONE", "%s: the connection is unusable since %s" % (what, self._broken))
         try:
             self._writer.write(line)
             self._writer.flush()
-            answer = self._reader.readline()
+            return self._read_line(what, timeout)
         except (BrokenPipeError, ConnectionError, OSError, ValueError) as error:
-            raise CkptTrainerError("SIDECAR_GONE", "the sidecar is not reachable: %s" % error) from error
-        if not answer:
-            raise CkptTrainerError("SIDECAR_GONE", "the sidecar closed the connection (see its log on stderr)")
-        return answer
+            raise CkptTrainerError("SIDECAR_GONE", "%s: the sidecar is not reachable: %s" % (what, error)) from error
+
+    def _read_line(self, what, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._pending:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                # A late answer would be read as the next request's: the connection is spent.
+                self._broken = "%s timed out" % what
+                raise CkptTrainerError(
+                    "SIDECAR_TIMEOUT",
+                    "%s: no answer from the sidecar within %g s (it died or hangs; see its log on stderr). "
+                    "Raise the limit with Sidecar(timeout=...) or $%s if the operation is legitimately slow."
+                    % (what, timeout, TIMEOUT_ENV))
+            ready, _, _ = select.select([self._read_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self._read_fd, 65536)
+            if not chunk:
+                self._broken = "the sidecar closed the connection"
+                raise CkptTrainerError("SIDECAR_GONE", "%s: the sidecar closed the connection (see its log on stderr)" % what)
+            self._pending += chunk
+        answer, _, self._pending = self._pending.partition(b"\n")
+        return answer + b"\n"
 
     def close(self):
         self._closer()
@@ -225,9 +274,11 @@ class _StreamChannel:
 class Sidecar:
     """A connection to one ckpt-trainer sidecar. Use ``Sidecar.spawn`` or ``Sidecar.connect``."""
 
-    def __init__(self, channel, process=None, watch_signals=True):
+    def __init__(self, channel, process=None, watch_signals=True, timeout=None):
         self._channel = channel
         self._process = process
+        # Seconds each request may wait for its answer; None here means "from the environment".
+        self.timeout = _timeout_from_env() if timeout is None else timeout
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._flags = _SignalFlags()
@@ -237,10 +288,12 @@ class Sidecar:
         self.protocol = self.hello["protocol"]
 
     @classmethod
-    def spawn(cls, command=None, env=None, watch_signals=True):
+    def spawn(cls, command=None, env=None, watch_signals=True, timeout=None):
         """Start ``ckpt-trainer serve`` as a child speaking on its stdin/stdout; its log goes to
         this process's stderr. ``command`` defaults to ``$CKPT_TRAINER_BIN`` (split like a shell
-        word list) followed by ``serve``, else ``ckpt-trainer serve``."""
+        word list) followed by ``serve``, else ``ckpt-trainer serve``. ``timeout`` is the seconds
+        each request may wait for its answer (default ``$CKPT_TRAINER_REQUEST_TIMEOUT``, else
+        ``DEFAULT_REQUEST_TIMEOUT``); past it the request raises ``SIDECAR_TIMEOUT``."""
         if command is None:
             command = shlex.split(os.environ.get("CKPT_TRAINER_BIN", "ckpt-trainer")) + ["serve"]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -253,36 +306,43 @@ class Sidecar:
                     pass
             process.wait()
 
-        return cls(_StreamChannel(process.stdout, process.stdin, close), process, watch_signals)
+        try:
+            return cls(_StreamChannel(process.stdout.fileno(), process.stdin, close), process, watch_signals, timeout)
+        except BaseException:
+            process.kill()  # a sidecar that never said hello is not left behind
+            close()
+            raise
 
     @classmethod
-    def connect(cls, socket_path, watch_signals=True):
-        """Connect to ``ckpt-trainer serve --socket PATH`` started by the launcher."""
+    def connect(cls, socket_path, watch_signals=True, timeout=None):
+        """Connect to ``ckpt-trainer serve --socket PATH`` started by the launcher (``timeout`` as in ``spawn``)."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.connect(socket_path)
-        reader = sock.makefile("rb")
         writer = sock.makefile("wb")
 
         def close():
-            for stream in (writer, reader, sock):
+            for stream in (writer, sock):
                 try:
                     stream.close()
                 except OSError:
                     pass
 
-        return cls(_StreamChannel(reader, writer, close), None, watch_signals)
+        return cls(_StreamChannel(sock.fileno(), writer, close), None, watch_signals, timeout)
 
     @property
     def pid(self):
         """The sidecar's process id when this client spawned it, else None."""
         return None if self._process is None else self._process.pid
 
-    def request(self, op, **args):
-        """Send one request and return its result; raises CkptTrainerError on a refusal."""
+    def request(self, op, timeout=None, **args):
+        """Send one request and return its result; raises CkptTrainerError on a refusal, and
+        SIDECAR_TIMEOUT when no answer comes within ``timeout`` seconds (default ``self.timeout``)."""
         with self._lock:
             request_id = next(self._ids)
             line = json.dumps({"id": request_id, "op": op, "args": args}, separators=(",", ":")) + "\n"
-            answer = json.loads(self._channel.exchange(line.encode("utf-8")))
+            what = "request %s (id %d)" % (op, request_id)
+            limit = self.timeout if timeout is None else timeout
+            answer = json.loads(self._channel.exchange(line.encode("utf-8"), what, limit))
         # A refusal with no id answers a line the sidecar could not read (or a busy socket).
         if not answer.get("ok") and answer.get("id") in (None, request_id):
             raise CkptTrainerError.from_wire(answer.get("error") or {})
@@ -320,6 +380,12 @@ class Sidecar:
     def commit(self, save):
         """Commit a save whose targets are all written and fsynced."""
         return self.request("commit", save_id=save.id)
+
+    def complete_validation(self, iteration):
+        """Publish a full checkpoint saved with validation pending, after its validation passed:
+        evaluation-pending -> publication-pending -> published (strict archive upload when
+        configured). For a checkpoint resumed as publication-pending it only retries publishing."""
+        return self.request("complete_validation", iteration=iteration)
 
     def should_stop(self):
         """Whether to stop at this step boundary: the sidecar's watch (sentinel file, its own
@@ -406,6 +472,9 @@ class RankGroup:
     def commit(self, save):
         self._barrier()  # every rank's shards are written and fsynced before rank 0 commits
         return self._from_rank0(lambda: self._sidecar.commit(save))
+
+    def complete_validation(self, iteration):
+        return self._from_rank0(lambda: self._sidecar.complete_validation(iteration))
 
     def should_stop(self):
         decision = self._from_rank0(self._sidecar.should_stop if self._sidecar else None)

@@ -85,6 +85,36 @@ class ProtocolTests(Workspace):
             sidecar.should_stop()
         self.assertEqual(caught.exception.code, "SIDECAR_GONE")
 
+    def test_a_hanging_sidecar_yields_sidecar_timeout_naming_the_request_not_a_hang(self):
+        sidecar = self.spawn(timeout=30)
+        self.open(sidecar)
+        os.kill(sidecar.pid, signal.SIGSTOP)  # alive but answering nothing: a hung sidecar
+        self.addCleanup(os.kill, sidecar.pid, signal.SIGCONT)
+        started = time.monotonic()
+        with self.assertRaises(CkptTrainerError) as caught:
+            sidecar.request("should_stop", timeout=0.5, signals=[])
+        self.assertEqual(caught.exception.code, "SIDECAR_TIMEOUT")
+        self.assertIn("request should_stop", str(caught.exception))
+        self.assertLess(time.monotonic() - started, 25)  # bounded by the timeout, far below the default
+        # The connection is spent: a late answer must never be taken for the next request's.
+        os.kill(sidecar.pid, signal.SIGCONT)
+        with self.assertRaises(CkptTrainerError) as again:
+            sidecar.should_stop()
+        self.assertEqual(again.exception.code, "SIDECAR_GONE")
+        self.assertIn("timed out", str(again.exception))
+
+    def test_a_sidecar_that_never_answers_hello_times_out_by_the_environment_setting(self):
+        os.environ["CKPT_TRAINER_REQUEST_TIMEOUT"] = "0.5"
+        self.addCleanup(os.environ.pop, "CKPT_TRAINER_REQUEST_TIMEOUT")
+        with self.assertRaises(CkptTrainerError) as caught:
+            Sidecar.spawn(command=["sleep", "30"])
+        self.assertEqual(caught.exception.code, "SIDECAR_TIMEOUT")
+        self.assertIn("request hello", str(caught.exception))
+        os.environ["CKPT_TRAINER_REQUEST_TIMEOUT"] = "soon"
+        with self.assertRaises(CkptTrainerError) as bad:
+            Sidecar.spawn(command=["true"])
+        self.assertEqual(bad.exception.code, "CLIENT_BAD_ARGUMENT")
+
     def test_the_sidecar_exits_when_the_trainer_closes_the_session(self):
         sidecar = self.spawn()
         sidecar.close()
