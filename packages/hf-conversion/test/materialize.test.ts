@@ -3,6 +3,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
+  hashFile,
   openFileByteSource,
   readMaterializedMarker,
   serializeArtifactManifest,
@@ -64,6 +65,18 @@ async function outputTensors(
 
 const siblings = async (out: string) => (await readdir(join(out, ".."))).sort();
 
+/** The marker's shard inventory (digests taken while writing) against the files as they are on disk. */
+async function expectInventoryOnDisk(out: string): Promise<void> {
+  const marker = await readMaterializedMarker(join(out, ".materialized"));
+  for (const entry of marker.shards) {
+    const digest = await hashFile(join(out, ...entry.path.split("/")));
+    expect({ size: digest.size, sha256: digest.sha256 }, entry.path).toEqual({
+      size: entry.size,
+      sha256: entry.sha256,
+    });
+  }
+}
+
 describe("materialize a dense artifact", () => {
   it("lays the output out like the base's index, byte for byte the checkpoint's tensors, sidecars copied, marked last", async () => {
     const out = freshOut();
@@ -107,6 +120,7 @@ describe("materialize a dense artifact", () => {
       probedTensors: output.size,
       sampledExpertParts: 0,
     });
+    await expectInventoryOnDisk(out);
     // Nothing of the staged build is left: no .tmp, .previous, lock or overlay record.
     expect(await siblings(out)).toEqual(["teacher"]);
     expect((await readdir(out)).includes(".overlay_source.json")).toBe(false);
@@ -246,6 +260,7 @@ describe("materialize a MoE artifact", () => {
       }
     }
     expect(experts).toBe(fixture.layers * fixture.moe_experts * 3);
+    await expectInventoryOnDisk(out);
   });
 
   it("refuses a dense checkpoint against a MoE base, naming the first key it lacks", async () => {
