@@ -25,6 +25,16 @@ function shellQuote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
+/** The #SBATCH options the template writes itself, and what a caller uses instead of repeating them. */
+const OWN_SBATCH_OPTIONS = new Map([
+  ["--signal", "sets it from --grace-seconds"],
+  ["--job-name", "sets it from --job-name"],
+  ["--requeue", "already requeues"],
+  ["--open-mode", "already appends to the logs, which a requeued window needs"],
+]);
+
+const sbatchName = (option: string): string => option.split("=", 1)[0]!;
+
 /**
  * The submit-side wiring that turns Slurm's timeout/preemption warning into a checkpoint: the
  * batch shell asks for SIGUSR1 `graceSeconds` ahead, traps it into the sentinel file, and keeps
@@ -50,6 +60,13 @@ export function renderSlurmTemplate(options: SlurmTemplateOptions): string {
       throw new TrainerBindingError(
         "TEMPLATE_OPTION_INVALID",
         `--sbatch ${JSON.stringify(option)}: expected one long option such as --nodes=4`,
+      );
+    }
+    const owner = OWN_SBATCH_OPTIONS.get(sbatchName(option));
+    if (owner !== undefined) {
+      throw new TrainerBindingError(
+        "TEMPLATE_OPTION_INVALID",
+        `--sbatch ${JSON.stringify(option)}: the template ${owner}`,
       );
     }
   }

@@ -58,6 +58,10 @@ describe("renderSlurmTemplate", () => {
     expect(bad({ sbatch: ["nodes=4"] })).toThrow(/--sbatch/);
     expect(bad({ sbatch: ["--x\n rm -rf /"] })).toThrow(/--sbatch/);
     expect(bad({ jobName: "a b" })).toThrow(/--job-name/);
+    // The template's own lines are not repeated: a second --requeue or --signal would be ambiguous.
+    expect(bad({ sbatch: ["--requeue"] })).toThrow(/"--requeue": the template already requeues/);
+    expect(bad({ sbatch: ["--signal=B:USR1@60"] })).toThrow(/from --grace-seconds/);
+    expect(bad({ sbatch: ["--job-name=x"] })).toThrow(/from --job-name/);
     expect(bad({ launcher: "" })).toThrow(/--launcher/);
   });
 });
