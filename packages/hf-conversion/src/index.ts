@@ -66,7 +66,7 @@ export {
 
 // --- the materializer
 export type { VerifyReport } from "./verify/verify.js";
-export { type LockHolder, LOCK_HOLDER_FILE, LOCK_STALE_MS } from "./materialize/lock.js";
+export { LOCK_STALE_MS } from "./materialize/lock.js";
 export {
   type MaterializeEvent,
   type MaterializeReport,

@@ -267,5 +267,17 @@ export {
   storageVerdict,
 } from "./fs/storage-probe.js";
 
+// --- an exclusive lock directory that names its holder (src/fs/holder-lock)
+export {
+  type HeldLock,
+  type LockDirectoryOptions,
+  type LockHolder,
+  type LockOutcome,
+  LOCK_HOLDER_FILE,
+  describeLockHolder,
+  lockDirectory,
+  readLockHolder,
+} from "./fs/holder-lock.js";
+
 // --- bounded concurrency shared by the archive packages
 export { MAX_CONCURRENCY, concurrencyOf, mapPool } from "./concurrency.js";

@@ -55,7 +55,7 @@ describe("local writer lock (.ckpt-writer.lock in the run attempt)", () => {
     const error = (await open(root).catch((e: unknown) => e)) as ManagerError;
     expect(error.code).toBe("MANAGER_WRITER_LOCKED");
     expect(error.subject).toBe(join(first.attemptDir, ".ckpt-writer.lock"));
-    expect(error.message).toContain(`pid ${process.pid} on ${hostname()}`);
+    expect(error.message).toContain(`pid ${process.pid} on host ${hostname()}`);
     expect(error.message).toContain("Stop the other job");
     // Other ranks never write the attempt's commits and take no lock.
     const rank1 = await open(root, { rank: 1 });
@@ -93,7 +93,7 @@ describe("local writer lock (.ckpt-writer.lock in the run attempt)", () => {
     await leaveLock(attemptDir, 4242, "another-host.example");
     await expect(open(root)).rejects.toMatchObject({
       code: "MANAGER_WRITER_LOCKED",
-      message: expect.stringContaining("pid 4242 on another-host.example"),
+      message: expect.stringContaining("pid 4242 on host another-host.example"),
     });
     await leaveLock(attemptDir, 4242, "another-host.example", 60_000);
     const manager = await open(root);
