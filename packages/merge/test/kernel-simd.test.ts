@@ -114,4 +114,18 @@ describe("the WebAssembly SIMD kernel", () => {
     kernel.run("BF16", [a, b], undefined, 2, out, emptyStats(2));
     expect(Array.from(out)).toEqual([0x00, 0x40, 0x40, 0x40]); // 2, 3
   });
+
+  it("gives slots that would overflow its memory as plain buffers, merged the scalar way", () => {
+    const kernel = new MergeKernel("avg", 2, false, null);
+    // A memory limit of 64 KiB stands in for the 4 GiB that hundreds of experts would need.
+    const [a, b, out] = kernel.allocate(3, 32 * 1024, 64 * 1024);
+    expect(a!.buffer).not.toBe(b!.buffer); // separate buffers, not views into one memory
+    a!.set([0x80, 0x3f, 0x00, 0x40]); // 1, 2
+    b!.set([0x40, 0x40, 0x80, 0x40]); // 3, 4
+    kernel.run("BF16", [a!, b!], undefined, 16, out!, emptyStats(2));
+    expect(Array.from(out!.subarray(0, 4))).toEqual([0x00, 0x40, 0x40, 0x40]); // 2, 3
+    // The same request inside the limit is served from the kernel's own memory.
+    const inside = new MergeKernel("avg", 2, false, null).allocate(3, 32 * 1024);
+    expect(inside[0]!.buffer).toBe(inside[1]!.buffer);
+  });
 });

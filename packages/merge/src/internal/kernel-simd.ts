@@ -6,6 +6,8 @@ import { KERNEL_SIMD_WASM_BASE64 } from "./kernel-simd.generated.js";
 export const SIMD_STEP = 8;
 
 const PAGE = 65536;
+/** A 32-bit WebAssembly memory holds at most 65536 pages. */
+const MAX_MEMORY_BYTES = 65536 * PAGE;
 const align16 = (n: number) => (n + 15) & ~15;
 
 /** The part of the WebAssembly API used here (the TypeScript lib in use has no WebAssembly types). */
@@ -64,6 +66,11 @@ export class SimdMergeKernel {
     this.tail = this.dots + 16 * pairs;
     this.scratch = this.tail + 32;
     this.heap = this.scratch + 64 * experts;
+  }
+
+  /** Whether `count` buffers of `bytes` fit in one WebAssembly memory (at most 4 GiB). */
+  fits(count: number, bytes: number, maxBytes = MAX_MEMORY_BYTES): boolean {
+    return this.heap + count * align16(bytes) <= maxBytes;
   }
 
   /** `count` zeroed buffers of `bytes` each in the kernel's memory; once per kernel. */

@@ -71,10 +71,12 @@ export class MergeKernel {
 
   /**
    * `count` zeroed buffers of `bytes` each that the kernel merges in place (no copy); allocated
-   * once per kernel. Other buffers work too, through the scalar path.
+   * once per kernel. Slots too many for the SIMD kernel's memory (hundreds of experts) are plain
+   * buffers instead, merged by the scalar path: slower, same bits.
    */
-  allocate(count: number, bytes: number): Uint8Array[] {
-    if (this.simd === undefined) return Array.from({ length: count }, () => new Uint8Array(bytes));
+  allocate(count: number, bytes: number, maxSimdBytes?: number): Uint8Array[] {
+    if (this.simd === undefined || !this.simd.fits(count, bytes, maxSimdBytes))
+      return Array.from({ length: count }, () => new Uint8Array(bytes));
     return this.simd.allocate(count, bytes);
   }
 
