@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
 import { makeHfFixture, makeModelArtifact, makeTempDir, TORCH_FIXTURE_TIMEOUT_MS } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseLockWait } from "../src/commands/materialize-hf.js";
+import { parseLockWait } from "../src/commands/lock-wait.js";
 import { runCli } from "../src/run.js";
 import { publishFixture } from "./helpers/archive-fixture.js";
 import { captureIo } from "./helpers/capture.js";

@@ -1,9 +1,10 @@
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
   type ArtifactManifest,
   type FileDigest,
+  type HeldLock,
   hashFile,
   MERGE_COMPLETE_FILE,
   MERGE_COMPLETE_SCHEMA,
@@ -32,7 +33,9 @@ import { assertInputsUnchanged, digestInputs, type InputDigests } from "./intern
 import { EXPERT_STATE_KEY, openBase, openExpert, type TensorInput } from "./internal/inputs.js";
 import { emptyStats, MergeKernel } from "./internal/kernel.js";
 import {
+  assertLockHeld,
   digestRecordedFiles,
+  lockOutput,
   readOutputFacts,
   recoverInterruptedSwap,
   sidePaths,
@@ -56,7 +59,11 @@ export interface MergeRunOptions {
   readonly chunkElements?: number;
   /** Worker threads hashing the inputs while the merge runs (default 1: the merge needs the other core). */
   readonly hashConcurrency?: number;
+  /** How long to wait for another merge into the same artifact to finish (default 120 s). */
+  readonly lockWaitMs?: number;
 }
+
+const DEFAULT_MERGE_LOCK_WAIT_MS = 120_000;
 
 export type MergeEvent =
   | { readonly type: "recovered"; readonly actions: readonly string[] }
@@ -214,7 +221,16 @@ interface Context {
   readonly request: ResolvedMergeRequest;
   readonly run: MergeRunOptions;
   readonly emit: (event: MergeEvent) => void;
+  /** The output's lock: taken at the start when the artifact's parent exists, else before the build creates it. */
+  lock: HeldLock | undefined;
 }
+
+const takeLock = async (ctx: Context): Promise<HeldLock> =>
+  (ctx.lock ??= await lockOutput(
+    ctx.request.iterDir,
+    ctx.run.lockWaitMs ?? DEFAULT_MERGE_LOCK_WAIT_MS,
+    ctx.run.signal,
+  ));
 
 /** The decision for the output as it is, hashing only what the decision needs. */
 async function decide(
@@ -278,6 +294,7 @@ async function build(
   const { request, run, emit } = ctx;
   const { staging } = sidePaths(request.iterDir);
   await mkdir(dirname(request.iterDir), { recursive: true });
+  const lock = await takeLock(ctx);
   await mkdir(staging);
   try {
     // The identity is hashed on worker threads while this thread merges.
@@ -365,6 +382,7 @@ async function build(
     );
     // Last: the completion record, then the swap that publishes the whole directory at once.
     await writeFileAtomic(join(staging, MERGE_COMPLETE_FILE), serializeMergeComplete(record));
+    assertLockHeld(lock, request.iterDir);
     await swapIntoPlace(request.iterDir);
     return { model, record };
   } catch (error) {
@@ -379,7 +397,20 @@ async function execute(
   emit: (e: MergeEvent) => void,
 ): Promise<MergeReport> {
   const request = resolveMergeRequest(options, run.cwd ?? process.cwd());
-  const ctx: Context = { request, run, emit };
+  const ctx: Context = { request, run, emit, lock: undefined };
+  try {
+    return await executeLocked(ctx);
+  } finally {
+    await ctx.lock?.release();
+  }
+}
+
+async function executeLocked(ctx: Context): Promise<MergeReport> {
+  const { request, emit } = ctx;
+  // Recovery renames the output's side directories: only under the lock. Without a parent there
+  // is nothing to recover and nobody else's staging; the build takes the lock once it makes one.
+  const parent = await stat(dirname(request.iterDir)).catch(() => undefined);
+  if (parent !== undefined) await takeLock(ctx);
   const recovered = await recoverInterruptedSwap(request.iterDir);
   if (recovered.length > 0) emit({ type: "recovered", actions: recovered });
   const { experts, base } = await openInputs(request);

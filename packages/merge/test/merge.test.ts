@@ -2,6 +2,7 @@ import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "n
 import { join } from "node:path";
 import {
   hashFile,
+  lockDirectory,
   openFileByteSource,
   readArtifactManifest,
   readMergeComplete,
@@ -475,6 +476,31 @@ describe("mergeExperts: skip, rebuild, refuse", () => {
       })(),
     ).rejects.toMatchObject({ code: "MERGE_INPUT_CHANGED", file: experts[2] });
     expect(await readdir(join(root, "run/checkpoint_artifacts"))).toEqual([]);
+  });
+});
+
+describe("mergeExperts: one writer per output", () => {
+  it("refuses while another merge holds the output's lock, changing nothing; merges once it is released", async () => {
+    const f = await fixture();
+    const parent = join(f.iterDir, "..");
+    await mkdir(parent, { recursive: true });
+    const other = await lockDirectory({
+      lockDir: join(parent, ".iter_000000300.merge.lock"),
+      staleMs: 10_000,
+      waitMs: 0,
+    });
+    if (other.status !== "held") throw new Error(`expected to hold the lock, got ${other.status}`);
+    const refused = await mergeExperts(
+      { mode: "avg", experts: f.experts, out: f.out },
+      { lockWaitMs: 0 },
+    ).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ code: "MERGE_OUTPUT_LOCKED", kind: "refused" });
+    expect(String((refused as Error).message)).toContain(`pid ${process.pid}`);
+    expect(await readdir(parent)).toEqual([".iter_000000300.merge.lock"]);
+    await other.lock.release();
+    const report = await mergeExperts({ mode: "avg", experts: f.experts, out: f.out }, { lockWaitMs: 0 });
+    expect(report.status).toBe("merged");
+    expect(await readdir(parent)).toEqual(["iter_000000300"]);
   });
 });
 

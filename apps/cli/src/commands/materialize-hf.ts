@@ -3,6 +3,7 @@ import { UsageError } from "../errors.js";
 import { createProgress } from "../progress.js";
 import { formatBytes } from "../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../store-options.js";
+import { lockWaitOption, parseLockWait } from "./lock-wait.js";
 import type { CkptCommand } from "./registry.js";
 
 interface MaterializeArgs {
@@ -21,17 +22,6 @@ interface MaterializeArgs {
   "lock-wait-seconds"?: string;
   quiet: boolean;
   json: boolean;
-}
-
-/** `--lock-wait-seconds`: plain decimal seconds; `inf`, `nan` and anything else are bad usage. Pure. */
-export function parseLockWait(text: string | undefined): number | undefined {
-  if (text === undefined) return undefined;
-  if (!/^\d+(\.\d+)?$/.test(text.trim())) {
-    throw new UsageError(
-      `--lock-wait-seconds ${JSON.stringify(text)} is not a finite number of seconds >= 0 (inf and nan are refused).`,
-    );
-  }
-  return Number(text);
 }
 
 function summary(report: MaterializeReport): string {
@@ -123,10 +113,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
           describe:
             "Write the processor's template (canonical form) into both chat_template.json and tokenizer_config.json",
         })
-        .option("lock-wait-seconds", {
-          type: "string",
-          describe: "Wait this long for another materializer of the same --out (default 120; finite, >= 0)",
-        })
+        .option("lock-wait-seconds", lockWaitOption("materializer"))
         .example(
           "ckpt materialize-hf --ckpt-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300",
           "build the teacher directory (skips when it is already there for the same source and base)",

@@ -1,6 +1,7 @@
 import type { MergeReport } from "@ckpt/merge";
 import { createProgress } from "../progress.js";
 import { formatBytes } from "../render.js";
+import { lockWaitOption, parseLockWait } from "./lock-wait.js";
 import type { CkptCommand } from "./registry.js";
 
 interface MergeArgs {
@@ -12,6 +13,7 @@ interface MergeArgs {
   iteration?: number;
   diag?: string;
   force: boolean;
+  "lock-wait-seconds"?: string;
   quiet: boolean;
 }
 
@@ -74,6 +76,7 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
         default: false,
         describe: "Replace a completed merge of another request or tool version (or rebuild this one)",
       })
+      .option("lock-wait-seconds", lockWaitOption("merge"))
       .example(
         "ckpt merge --mode avg --experts a/model.pt,b/model.pt,c/model.pt --out run/20260901120000/checkpoint_artifacts/iter_000000300/model.pt",
         "uniform average; re-running it skips once the output is complete",
@@ -83,20 +86,24 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
         "task vectors onto the base, with per-tensor delta norms and cosines in tv-diag.json",
       ),
   async run(args, io) {
+    const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
     const { mergeExpertsIter } = await import("@ckpt/merge");
     const progress = createProgress(io, "merge", { quiet: args.quiet });
     let report: MergeReport | undefined;
     try {
-      const events = mergeExpertsIter({
-        mode: args.mode,
-        experts: splitExperts(args.experts),
-        base: args.base,
-        lam: args.lam,
-        out: args.out,
-        iteration: args.iteration,
-        diag: args.diag,
-        force: args.force,
-      });
+      const events = mergeExpertsIter(
+        {
+          mode: args.mode,
+          experts: splitExperts(args.experts),
+          base: args.base,
+          lam: args.lam,
+          out: args.out,
+          iteration: args.iteration,
+          diag: args.diag,
+          force: args.force,
+        },
+        lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 },
+      );
       for await (const event of events) {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.tensor);
         else if (event.type === "done") report = event.report;

@@ -2,9 +2,12 @@ import { lstat, readdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
+  describeLockHolder,
   type FileDigest,
   fsyncDirectory,
+  type HeldLock,
   hashFiles,
+  lockDirectory,
   MERGE_COMPLETE_FILE,
   type MergeComplete,
   ManifestError,
@@ -21,13 +24,69 @@ import { MergeError } from "../errors.js";
  * crash leaves the old directory or the new one (between the two renames of the swap, the old one
  * waits under `previous` and the next run finishes or undoes the swap).
  */
-export function sidePaths(iterDir: string): { staging: string; previous: string } {
+export function sidePaths(iterDir: string): { staging: string; previous: string; lock: string } {
   const parent = dirname(iterDir);
   const name = basename(iterDir);
   return {
     staging: join(parent, `.${name}.merge-staging`),
     previous: join(parent, `.${name}.merge-previous`),
+    lock: join(parent, `.${name}.merge.lock`),
   };
+}
+
+/** A killed merger's lock goes stale after this long when it ran on another host. */
+const LOCK_STALE_MS = 10_000;
+
+/**
+ * Takes the output's lock (@ckpt/manifest's lockDirectory), so two merges into one artifact never
+ * remove each other's staging or swap over each other. Waits `waitMs` for a live holder.
+ */
+export async function lockOutput(iterDir: string, waitMs: number, signal?: AbortSignal): Promise<HeldLock> {
+  const { lock: lockDir } = sidePaths(iterDir);
+  const outcome = await lockDirectory({
+    lockDir,
+    holderFields: { tool: "ckpt merge" },
+    staleMs: LOCK_STALE_MS,
+    waitMs,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  switch (outcome.status) {
+    case "held":
+      return outcome.lock;
+    case "busy":
+      throw new MergeError(
+        "MERGE_OUTPUT_LOCKED",
+        `merge into ${iterDir}: ${lockDir} is held by ${describeLockHolder(outcome.holder)}: another merge is writing this artifact. ` +
+          "Wait for it (or raise --lock-wait-seconds); a killed holder's lock is cleared by the next run on its host.",
+        { kind: "refused", file: lockDir },
+      );
+    case "aborted":
+      throw new MergeError("MERGE_ABORTED", `merge into ${iterDir}: aborted while waiting for ${lockDir}.`, {
+        kind: "failed",
+      });
+    case "failed":
+      throw new MergeError(
+        "MERGE_OUTPUT_LOCKED",
+        `merge into ${iterDir}: cannot take ${lockDir}: ${String(outcome.error)}`,
+        {
+          kind: "failed",
+          file: lockDir,
+          cause: outcome.error,
+        },
+      );
+  }
+}
+
+/** Refuses to publish when the lock was taken from this merge (it stalled past the stale time). */
+export function assertLockHeld(lock: HeldLock, iterDir: string): void {
+  const lost = lock.lost();
+  if (lost !== undefined) {
+    throw new MergeError(
+      "MERGE_OUTPUT_LOCKED",
+      `merge into ${iterDir}: this merge lost its lock ${lock.path} (${lost.message}); another merge may own the artifact now. Nothing was published; re-run.`,
+      { kind: "failed", file: lock.path, cause: lost },
+    );
+  }
 }
 
 async function kindOf(path: string): Promise<"absent" | "dir" | "other"> {
