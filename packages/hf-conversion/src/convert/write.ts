@@ -1,7 +1,6 @@
-import { createHash } from "node:crypto";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { FileEntry } from "@ckpt/manifest";
+import { type FileEntry, hashFile } from "@ckpt/manifest";
 import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
 import { HfConversionError, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
@@ -87,11 +86,11 @@ export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): st
 /** Bytes written between two background flushes of a file (its writeback then overlaps the writing). */
 const FLUSH_BYTES = 256 * 1024 * 1024;
 
-/** A file of the staging directory: its size and digest once written; settled once it is durable. */
+/** A file of the staging directory: its size once written; its digest once it is durable and hashed. */
 export interface StagedFile {
   readonly path: string;
   readonly size: number;
-  /** Resolves once the file is fsynced, with the digest of the bytes written to it. */
+  /** Resolves once the file is fsynced and its bytes (read back from the file) are hashed. */
   readonly settled: Promise<FileEntry>;
 }
 
@@ -100,10 +99,8 @@ export interface StagedFile {
  * created exclusively and streamed, with a background fdatasync every {@link FLUSH_BYTES} so the
  * disk writes while this keeps producing. No temporary and rename: the staging directory as a
  * whole is what appears atomically (the swap), and nothing in it counts before its marker is
- * written. Each chunk is hashed while the thread pool copies it into the file (one pass over the
- * bytes instead of a read-back); the final fsync and a size check of the file run after the
- * return, so the caller can go on meanwhile. Whether the bytes landed where the header says is
- * the verification's probe, which reads the file back.
+ * written. The digest is taken from the file as written (on a worker thread) while the final
+ * fsync runs, both after the return, so the caller can go on meanwhile.
  */
 async function* writeStagedChunks(
   path: string,
@@ -111,16 +108,12 @@ async function* writeStagedChunks(
 ): AsyncGenerator<number, StagedFile> {
   await mkdir(dirname(path), { recursive: true });
   const handle = await open(path, "wx");
-  const hash = createHash("sha256");
   let size = 0;
   let unflushed = 0;
   let flushing: Promise<void> | undefined;
   try {
     for await (const chunk of chunks) {
-      // The write only reads the chunk, so hashing it meanwhile is safe.
-      const writing = writeAll(handle, chunk);
-      hash.update(chunk);
-      await writing;
+      await writeAll(handle, chunk);
       size += chunk.length;
       unflushed += chunk.length;
       if (unflushed >= FLUSH_BYTES && flushing === undefined) {
@@ -139,16 +132,15 @@ async function* writeStagedChunks(
   const settled = (async (): Promise<FileEntry> => {
     try {
       await flushing;
-      await handle.sync();
-      const onDisk = (await handle.stat()).size;
-      if (onDisk !== size) {
+      const [digest] = await Promise.all([hashFile(path), handle.sync()]);
+      if (digest.size !== size) {
         throw new HfConversionError(
           "MATERIALIZE_BUILD_FAILED",
-          `write ${path}: ${onDisk} bytes on disk, ${size} written. The file system lost data.`,
+          `write ${path}: ${digest.size} bytes on disk, ${size} written. The file system lost data.`,
           { kind: "failed", file: path },
         );
       }
-      return { path, size, sha256: hash.digest("hex") };
+      return { path, size, sha256: digest.sha256 };
     } finally {
       await handle.close();
     }
