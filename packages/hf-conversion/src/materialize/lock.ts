@@ -57,12 +57,16 @@ export async function acquireOutputLock(
         stage: "lock",
       });
     case "failed":
-      throw new HfConversionError("MATERIALIZE_BUILD_FAILED", `lock ${lockDir}: ${describe(outcome.error)}.`, {
-        kind: "failed",
-        file: lockDir,
-        stage: "lock",
-        cause: outcome.error,
-      });
+      throw new HfConversionError(
+        "MATERIALIZE_BUILD_FAILED",
+        `lock ${lockDir}: ${describe(outcome.error)}.`,
+        {
+          kind: "failed",
+          file: lockDir,
+          stage: "lock",
+          cause: outcome.error,
+        },
+      );
     case "busy":
       throw refusal(
         "MATERIALIZE_LOCKED",
