@@ -10,6 +10,7 @@ import {
   makeHfFixture,
   makeModelArtifact,
   makeTempDir,
+  materializeHfArgs,
   s3TestEnv,
   TORCH_FIXTURE_TIMEOUT_MS,
   testCredentials,
@@ -43,23 +44,7 @@ afterAll(async () => {
 });
 
 const materialize = (out: string, extra: string[] = []) =>
-  runNode(
-    cli([
-      "materialize-hf",
-      "--artifact-uri",
-      uri,
-      "--credentials",
-      credentials,
-      "--base",
-      base,
-      "--out",
-      out,
-      "--min-tensors",
-      "0",
-      "--json",
-      ...extra,
-    ]),
-  );
+  runNode(cli(materializeHfArgs(uri, base, out, "--credentials", credentials, "--json", ...extra)));
 const report = (r: RunResult) => JSON.parse(r.stdout);
 const exists = (path: string) =>
   access(path).then(

@@ -2,7 +2,13 @@
 // materializer at a time through <out>.lock, decisions taken under it.
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { makeHfFixture, makeModelArtifact, makeTempDir, TORCH_FIXTURE_TIMEOUT_MS } from "@ckpt/test-utils";
+import {
+  makeHfFixture,
+  makeModelArtifact,
+  makeTempDir,
+  materializeHfArgs,
+  TORCH_FIXTURE_TIMEOUT_MS,
+} from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cli, type RunResult, runNode } from "../helpers/crash.js";
 
@@ -25,21 +31,7 @@ afterAll(() => tmp.cleanup());
 let n = 0;
 const out = () => join(tmp.dir, "out", `t${n++}`);
 const materialize = (ckptDir: string, dir: string, extra: string[] = []) =>
-  runNode(
-    cli([
-      "materialize-hf",
-      "--ckpt-dir",
-      ckptDir,
-      "--base",
-      base,
-      "--out",
-      dir,
-      "--min-tensors",
-      "0",
-      "--json",
-      ...extra,
-    ]),
-  );
+  runNode(cli(materializeHfArgs(ckptDir, base, dir, "--json", ...extra)));
 const report = (r: RunResult) =>
   JSON.parse(r.stdout) as Record<string, unknown> & { error?: { code: string; message: string } };
 

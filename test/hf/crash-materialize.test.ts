@@ -12,7 +12,13 @@ import { cp, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { checkHfDirectory } from "@ckpt/hf-conversion";
 import { hashFile, readMaterializedMarker } from "@ckpt/manifest";
-import { makeHfFixture, makeModelArtifact, makeTempDir, TORCH_FIXTURE_TIMEOUT_MS } from "@ckpt/test-utils";
+import {
+  makeHfFixture,
+  makeModelArtifact,
+  makeTempDir,
+  materializeHfArgs,
+  TORCH_FIXTURE_TIMEOUT_MS,
+} from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertForeignIntact, plantForeign, snapshotTree } from "../helpers/artifact.js";
 import { cli, crashKills, crashSeed, runCrashSuite, runNode } from "../helpers/crash.js";
@@ -49,18 +55,7 @@ beforeAll(async () => {
 afterAll(() => tmp.cleanup());
 
 function materializeArgs(source: string, out: string, force: boolean): string[] {
-  return [
-    "materialize-hf",
-    "--ckpt-dir",
-    source,
-    "--base",
-    base,
-    "--out",
-    out,
-    "--min-tensors",
-    "0",
-    "--json",
-  ].concat(force ? ["--force"] : []);
+  return materializeHfArgs(source, base, out, "--json", ...(force ? ["--force"] : []));
 }
 
 /** Throws unless `dir` is a complete output marked for `source`: marker, every inventoried file's digest, layout, config. */

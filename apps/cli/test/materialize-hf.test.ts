@@ -1,7 +1,13 @@
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
-import { makeHfFixture, makeModelArtifact, makeTempDir, TORCH_FIXTURE_TIMEOUT_MS } from "@ckpt/test-utils";
+import {
+  makeHfFixture,
+  makeModelArtifact,
+  makeTempDir,
+  materializeHfArgs,
+  TORCH_FIXTURE_TIMEOUT_MS,
+} from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseLockWait } from "../src/commands/lock-wait.js";
 import { runCli } from "../src/run.js";
@@ -28,18 +34,7 @@ const out = () => join(root, "out", `t${n++}`);
 
 /** `ckpt materialize-hf` of `source` (a --ckpt-dir, or an --artifact-uri when it has a scheme) into `dir`. */
 const materialize = (source: string, dir: string, ...extra: string[]) =>
-  cli([
-    "materialize-hf",
-    source.includes("://") ? "--artifact-uri" : "--ckpt-dir",
-    source,
-    "--base",
-    base,
-    "--out",
-    dir,
-    "--min-tensors",
-    "0",
-    ...extra,
-  ]);
+  cli(materializeHfArgs(source, base, dir, ...extra));
 
 async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {
   const c = captureIo();

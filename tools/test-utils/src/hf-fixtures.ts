@@ -64,3 +64,23 @@ export async function makeModelArtifact(
   await writeFile(join(dir, ".posttrain-checkpoint-artifact.json"), `${JSON.stringify(manifest, null, 2)}\n`);
   return dir;
 }
+
+/**
+ * The `ckpt materialize-hf` words of a test run on a small fixture: the source (an artifact
+ * directory, or a URI given as `--artifact-uri`), the base and the output, with the tensor-count
+ * floor off (fixtures are small); `extra` follows (`--json`, `--force`, `--credentials f`, ...).
+ */
+export function materializeHfArgs(source: string, base: string, out: string, ...extra: string[]): string[] {
+  return [
+    "materialize-hf",
+    source.includes("://") ? "--artifact-uri" : "--ckpt-dir",
+    source,
+    "--base",
+    base,
+    "--out",
+    out,
+    "--min-tensors",
+    "0",
+    ...extra,
+  ];
+}

@@ -20,6 +20,7 @@ export {
   TORCH_PYTHON,
   makeHfFixture,
   makeModelArtifact,
+  materializeHfArgs,
 } from "./hf-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 
