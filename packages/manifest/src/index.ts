@@ -227,6 +227,7 @@ export {
   temporaryPathFor,
   writeFileAtomic,
 } from "./fs/atomic.js";
+export { WRITE_SLICE_BYTES, writeFully } from "./fs/write-fully.js";
 export {
   type DirectoryDigest,
   type DirectoryFileDigest,

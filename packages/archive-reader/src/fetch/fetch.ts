@@ -16,6 +16,7 @@ import {
   STAGED_RECORD_RECORD,
   type StagedRecord,
   writeFileAtomic,
+  writeFully,
   writeRecordFile,
   mapPool,
 } from "@ckpt/manifest";
@@ -253,14 +254,6 @@ async function hashPrefix(path: string, length: number, hash: Hash): Promise<voi
     hash.update(chunk as Buffer);
 }
 
-async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done);
-    done += bytesWritten;
-  }
-}
-
 function mismatch(uri: string, path: string, detail: string, remedy: string): ArchiveReaderError {
   return new ArchiveReaderError("READER_DOWNLOAD_MISMATCH", `fetch ${uri}: ${path} ${detail}. ${remedy}`, {
     kind: "failed",
@@ -339,7 +332,7 @@ async function* streamFrom(
         "The object changed after it was archived; the archive cannot be trusted.",
       );
     }
-    await writeAll(handle, chunk);
+    await writeFully(handle, chunk);
     hash.update(chunk);
     state.written += chunk.byteLength;
     ctx.doneBytes += chunk.byteLength;

@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { type FileHandle, lstat, open, readdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { ManifestError } from "../errors.js";
+import { writeFully } from "./write-fully.js";
 
 /**
  * What `writeFileAtomic` writes: bytes, a UTF-8 string, or chunks from a (possibly async) source,
@@ -94,14 +95,6 @@ async function* chunksOf(data: AtomicWriteData): AsyncGenerator<Uint8Array> {
   else yield* data;
 }
 
-async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done);
-    done += bytesWritten;
-  }
-}
-
 async function sha256OfFile(path: string): Promise<string> {
   const handle = await open(path, "r");
   try {
@@ -137,8 +130,8 @@ export async function writeFileAtomic(
       handle = await open(temp, "wx", options.mode ?? 0o666);
       for await (const chunk of chunksOf(data)) {
         hash.update(chunk);
+        await writeFully(handle, chunk, size);
         size += chunk.length;
-        await writeAll(handle, chunk);
       }
       if (options.mode !== undefined) await handle.chmod(options.mode);
       await handle.sync();

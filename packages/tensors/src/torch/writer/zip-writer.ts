@@ -1,5 +1,6 @@
 import type { FileHandle } from "node:fs/promises";
 import { crc32 } from "node:zlib";
+import { writeFully } from "@ckpt/manifest";
 
 /** torch aligns every member's data to 64 bytes so storages can be mapped in place. */
 export const MEMBER_ALIGNMENT = 64;
@@ -8,8 +9,6 @@ const PADDING_EXTRA_ID = 0x4246;
 const U32_MAX = 0xffffffff;
 /** DOS date 1980-01-01, time 00:00 (torch writes 0; a valid date keeps strict unzip tools quiet). */
 const DOS_DATE = 0x21;
-/** Chunks at least this large are written as two concurrent halves (see ZipStreamWriter.write). */
-const PARALLEL_WRITE_MIN = 4 * 1024 * 1024;
 
 interface CentralEntry {
   name: Buffer;
@@ -28,28 +27,14 @@ export class ZipStreamWriter {
 
   constructor(private readonly handle: FileHandle) {}
 
-  private async writeAt(bytes: Uint8Array, position: number): Promise<void> {
-    let done = 0;
-    while (done < bytes.length) {
-      const { bytesWritten } = await this.handle.write(bytes, done, bytes.length - done, position + done);
-      done += bytesWritten;
-    }
-  }
-
   /**
-   * Appends `bytes`. A large chunk goes out as two halves on two thread-pool threads: filling fresh
-   * page-cache pages is what bounds a write here, and two threads fill them about twice as fast.
-   * Both halves finish before this returns, so the caller may reuse its buffer as before.
+   * Appends `bytes` (in slices small enough for the page cache to fill quickly: see
+   * `writeFully`). Every slice is written before this returns, so the caller may reuse its buffer.
    */
   private async write(bytes: Uint8Array): Promise<void> {
     const position = this.offset;
     this.offset += bytes.length;
-    if (bytes.length < PARALLEL_WRITE_MIN) return this.writeAt(bytes, position);
-    const half = Math.floor(bytes.length / 2);
-    await Promise.all([
-      this.writeAt(bytes.subarray(0, half), position),
-      this.writeAt(bytes.subarray(half), position + half),
-    ]);
+    await writeFully(this.handle, bytes, position);
   }
 
   /**
