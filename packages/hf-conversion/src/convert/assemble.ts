@@ -20,12 +20,16 @@ export interface SourceBytes {
  */
 export const COPY_CHUNK_BYTES = 4 * 1024 * 1024;
 
-/** A reusable buffer that grows to the largest request; views start at offset 0 (typed-array aligned). */
+/**
+ * A reusable buffer that grows to the largest request; views start at offset 0 (typed-array
+ * aligned). Its memory is shared, so the output hasher's thread reads a chunk in place while the
+ * chunk is written.
+ */
 export class GrowableBuffer {
-  private buffer = new Uint8Array(0);
+  private buffer: Uint8Array = new Uint8Array(0);
 
   view(length: number): Uint8Array {
-    if (this.buffer.length < length) this.buffer = new Uint8Array(Buffer.allocUnsafeSlow(length).buffer);
+    if (this.buffer.length < length) this.buffer = new Uint8Array(new SharedArrayBuffer(length));
     return this.buffer.subarray(0, length);
   }
 }

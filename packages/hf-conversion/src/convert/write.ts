@@ -1,6 +1,6 @@
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { type FileEntry, hashFile } from "@ckpt/manifest";
+import { type FileEntry, type HashStream, StreamHasher, writeFully } from "@ckpt/manifest";
 import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
 import { HfConversionError, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
@@ -57,14 +57,6 @@ async function* shardChunks(
 /** Bytes between two progress events. */
 const PROGRESS_BYTES = 64 * 1024 * 1024;
 
-async function writeAll(handle: FileHandle, bytes: Uint8Array): Promise<void> {
-  let done = 0;
-  while (done < bytes.length) {
-    const { bytesWritten } = await handle.write(bytes, done, bytes.length - done);
-    done += bytesWritten;
-  }
-}
-
 /**
  * The index the output gets: the base's metadata with the output's total size, and the base's
  * weight_map in the base's key order.
@@ -86,11 +78,11 @@ export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): st
 /** Bytes written between two background flushes of a file (its writeback then overlaps the writing). */
 const FLUSH_BYTES = 256 * 1024 * 1024;
 
-/** A file of the staging directory: its size once written; its digest once it is durable and hashed. */
+/** A file of the staging directory: its size once written; its digest once it is durable. */
 export interface StagedFile {
   readonly path: string;
   readonly size: number;
-  /** Resolves once the file is fsynced and its bytes (read back from the file) are hashed. */
+  /** Resolves once the file is fsynced, with the digest of the bytes written. */
   readonly settled: Promise<FileEntry>;
 }
 
@@ -99,21 +91,26 @@ export interface StagedFile {
  * created exclusively and streamed, with a background fdatasync every {@link FLUSH_BYTES} so the
  * disk writes while this keeps producing. No temporary and rename: the staging directory as a
  * whole is what appears atomically (the swap), and nothing in it counts before its marker is
- * written. The digest is taken from the file as written (on a worker thread) while the final
- * fsync runs, both after the return, so the caller can go on meanwhile.
+ * written. Each chunk is hashed by `hash` (another thread) while it is written, so the digest
+ * costs no read-back; the final fsync runs after the return, so the caller can go on meanwhile.
  */
 async function* writeStagedChunks(
   path: string,
   chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  hash: HashStream,
 ): AsyncGenerator<number, StagedFile> {
   await mkdir(dirname(path), { recursive: true });
   const handle = await open(path, "wx");
   let size = 0;
   let unflushed = 0;
   let flushing: Promise<void> | undefined;
+  let complete = false;
   try {
     for await (const chunk of chunks) {
-      await writeAll(handle, chunk);
+      // Both must finish before the chunk's buffer is handed back for the next chunk.
+      const [wrote, hashed] = await Promise.allSettled([writeFully(handle, chunk, size), hash.update(chunk)]);
+      if (wrote.status === "rejected") throw wrote.reason;
+      if (hashed.status === "rejected") throw hashed.reason;
       size += chunk.length;
       unflushed += chunk.length;
       if (unflushed >= FLUSH_BYTES && flushing === undefined) {
@@ -124,23 +121,19 @@ async function* writeStagedChunks(
       }
       yield chunk.length;
     }
-  } catch (error) {
-    await flushing?.catch(() => {});
-    await handle.close();
-    throw error;
+    complete = true;
+  } finally {
+    // A failure, or a caller that stopped early: close the file (the directory is removed later).
+    if (!complete) {
+      await flushing?.catch(() => {});
+      await handle.close();
+    }
   }
   const settled = (async (): Promise<FileEntry> => {
     try {
       await flushing;
-      const [digest] = await Promise.all([hashFile(path), handle.sync()]);
-      if (digest.size !== size) {
-        throw new HfConversionError(
-          "MATERIALIZE_BUILD_FAILED",
-          `write ${path}: ${digest.size} bytes on disk, ${size} written. The file system lost data.`,
-          { kind: "failed", file: path },
-        );
-      }
-      return { path, size, sha256: digest.sha256 };
+      const [sha256] = await Promise.all([hash.digest(), handle.sync()]);
+      return { path, size, sha256 };
     } finally {
       await handle.close();
     }
@@ -148,18 +141,6 @@ async function* writeStagedChunks(
   // Observed by whoever awaits it; this only keeps an early failure from being reported as unhandled.
   settled.catch(() => {});
   return { path, size, settled };
-}
-
-/** {@link writeStagedChunks} drained and settled. */
-export async function writeStagedFile(
-  path: string,
-  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-): Promise<FileEntry> {
-  const writer = writeStagedChunks(path, chunks);
-  for (;;) {
-    const step = await writer.next();
-    if (step.done) return step.value.settled;
-  }
 }
 
 /**
@@ -185,6 +166,11 @@ export async function* writeShards(
   );
   const total = layouts.reduce((n, l) => n + l.fileSize, 0);
   const files: StagedFile[] = [];
+  // One hashing thread for the run; it ends once every file has settled (or failed).
+  const hasher = new StreamHasher(dir);
+  let closing: Promise<void> | undefined;
+  const closeHasher = () =>
+    (closing ??= Promise.allSettled(files.map((f) => f.settled)).then(() => hasher.close()));
   const relative = (file: string, staged: StagedFile): StagedFile => ({
     path: file,
     size: staged.size,
@@ -197,6 +183,7 @@ export async function* writeShards(
       const writer = writeStagedChunks(
         join(dir, ...shard.file.split("/")),
         shardChunks(shard, layouts[k]!, bytes, buffers),
+        hasher.stream(),
       );
       try {
         for (;;) {
@@ -218,7 +205,7 @@ export async function* writeShards(
       }
     }
     const indexBytes = new TextEncoder().encode(indexText(plan, baseIndex));
-    const index = writeStagedChunks(join(dir, HF_INDEX_FILE), [indexBytes]);
+    const index = writeStagedChunks(join(dir, HF_INDEX_FILE), [indexBytes], hasher.stream());
     for (;;) {
       const step = await index.next();
       if (step.done) {
@@ -228,8 +215,10 @@ export async function* writeShards(
     }
   } catch (error) {
     // Let the files already written finish closing before the caller removes the directory.
-    await Promise.allSettled(files.map((f) => f.settled));
+    await closeHasher();
     throw error;
+  } finally {
+    void closeHasher();
   }
   yield { type: "convert", doneBytes: done, totalBytes: total, file: HF_INDEX_FILE };
   return files;

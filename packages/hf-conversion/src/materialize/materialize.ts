@@ -1,4 +1,4 @@
-import { copyFile, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { copyFile, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import type { FetchEvent } from "@ckpt/archive-reader";
 import {
@@ -17,13 +17,7 @@ import {
   writeRecordFile,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
-import {
-  type ConvertProgress,
-  type StagedFile,
-  sourceBytes,
-  writeShards,
-  writeStagedFile,
-} from "../convert/write.js";
+import { type ConvertProgress, type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
 import { describe, HfConversionError, type MaterializeStage, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
 import type { ExpertLayoutRule } from "../plan/rules.js";
@@ -659,13 +653,10 @@ class Run {
     for (const file of this.base.sidecars) {
       const target = join(staged, ...file.path.split("/"));
       const bytes = rewritten.get(file.path);
-      if (bytes !== undefined) {
-        await writeStagedFile(target, [bytes]);
-        continue;
-      }
       await mkdir(dirname(target), { recursive: true });
       dirs.add(dirname(target));
-      await copyFile(join(this.base.dir, ...file.path.split("/")), target);
+      if (bytes !== undefined) await writeFile(target, bytes, { flag: "wx" });
+      else await copyFile(join(this.base.dir, ...file.path.split("/")), target);
       await fsyncFile(target);
     }
     for (const dir of dirs) await fsyncDirectory(dir);
