@@ -228,6 +228,7 @@ export {
   writeFileAtomic,
 } from "./fs/atomic.js";
 export { WRITE_SLICE_BYTES, writeFully } from "./fs/write-fully.js";
+export { compareFileRanges, type RangeComparison, type RangePair } from "./fs/compare-ranges.js";
 export {
   type DirectoryDigest,
   type DirectoryFileDigest,

@@ -12,6 +12,11 @@ import {
 /** Reads bytes of a source tensor (by key without `net.`) into a caller buffer. */
 export interface SourceBytes {
   read(name: string, start: number, length: number, into: Uint8Array): Promise<Uint8Array>;
+  /**
+   * The source file, for readers on other threads: a path to its open file and where a tensor's
+   * bytes start in it (undefined for a tensor not stored as one contiguous range).
+   */
+  readonly file?: { readonly path: string; offset(name: string): Promise<number | undefined> };
 }
 
 /**

@@ -19,6 +19,7 @@ export function sourceBytes(source: OpenedSource): SourceBytes {
       into.set(strided.bytes.subarray(start, start + length));
       return into.subarray(0, length);
     },
+    file: { path: source.openPath, offset: (name) => source.torch.tensorFileOffset(source.entry(name)) },
   };
 }
 

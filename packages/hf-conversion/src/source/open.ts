@@ -68,6 +68,8 @@ export interface OpenedSource {
   /** Where it came from (a path, or the artifact URI), recorded in the marker. */
   readonly label: string;
   readonly path: string;
+  /** A path naming the open file itself (`/proc/self/fd/N`), for readers on other threads. */
+  readonly openPath: string;
   readonly size: number;
   readonly torch: TorchFile;
   /** Tensors of the state dict, keys without the `net.` prefix, in file order. */
@@ -157,9 +159,11 @@ export async function openSource(
       );
     }
     let digest: Promise<string> | undefined;
+    const openPath = descriptorPath(handle);
     return {
       label,
       path,
+      openPath,
       size: first.size,
       torch,
       tensors,
@@ -169,7 +173,7 @@ export async function openSource(
         return entry;
       },
       sha256() {
-        digest ??= hashFile(descriptorPath(handle)).then((d) => {
+        digest ??= hashFile(openPath).then((d) => {
           if (d.size !== first.size)
             throw changed(path, `its size went from ${first.size} to ${d.size} bytes`);
           return d.sha256;

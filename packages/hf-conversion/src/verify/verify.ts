@@ -3,9 +3,11 @@ import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type ByteSource,
+  compareFileRanges,
   MATERIALIZED_MARKER_FILE,
   OVERLAY_SOURCE_FILE,
   openFileByteSource,
+  type RangePair,
 } from "@ckpt/manifest";
 import { dtypeSize, HF_INDEX_FILE, openSafetensors, type SafetensorsTensorInfo } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
@@ -13,7 +15,7 @@ import { describe, HfConversionError } from "../errors.js";
 import { GrowableBuffer, expertBlockBytes, type SourceBytes } from "../convert/assemble.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { TEMPLATE_DIR } from "../preflight/templates.js";
-import type { ConversionPlan, OutputShard, RuleInstance } from "../plan/mapping.js";
+import type { ConversionPlan, OutputShard, OutputTensor, RuleInstance } from "../plan/mapping.js";
 import { elementIndex, groupKey, partHome } from "../plan/rules.js";
 import { checkSidecars } from "./sidecars.js";
 
@@ -216,17 +218,20 @@ export interface ShardProbe {
 /**
  * Compares, bit for bit, every tensor of `shard` copied from the checkpoint with the source, the
  * output side read back from the written file through its own header. Can run as soon as the
- * shard is written, while the next ones are.
+ * shard is written, while the next ones are. Tensors stored as one range of the source file are
+ * compared on a worker thread, file against file; the others (strided views, compressed
+ * storages) through the source reader here.
  */
 export async function probeShard(dir: string, shard: OutputShard, source: SourceBytes): Promise<ShardProbe> {
-  const file = await openFileByteSource(join(dir, ...shard.file.split("/")));
+  const path = join(dir, ...shard.file.split("/"));
+  const file = await openFileByteSource(path);
   const problems: string[] = [];
   let bytes = 0;
   let tensors = 0;
   try {
     const written = await openSafetensors(file);
-    const want = new GrowableBuffer();
-    const got = new GrowableBuffer();
+    const direct: { name: string; pair: RangePair }[] = [];
+    const read: { tensor: OutputTensor; source: string; info: SafetensorsTensorInfo }[] = [];
     for (const t of shard.tensors) {
       if (t.recipe.kind !== "copy") continue;
       const info = written.tensor(t.name);
@@ -234,10 +239,28 @@ export async function probeShard(dir: string, shard: OutputShard, source: Source
         problems.push(`${t.name}: not in ${shard.file}`);
         continue;
       }
+      const at = source.file === undefined ? undefined : await source.file.offset(t.recipe.source);
+      if (at === undefined) read.push({ tensor: t, source: t.recipe.source, info });
+      else direct.push({ name: t.name, pair: { a: at, b: info.dataOffset, length: t.byteLength } });
+    }
+    if (direct.length > 0) {
+      const compared = await compareFileRanges(
+        source.file!.path,
+        path,
+        direct.map((d) => d.pair),
+      );
+      for (const { index, at } of compared.differing)
+        problems.push(`${direct[index]!.name}: byte ${at} differs from the source`);
+      bytes += compared.bytes;
+      tensors += direct.length;
+    }
+    const want = new GrowableBuffer();
+    const got = new GrowableBuffer();
+    for (const { tensor: t, source: name, info } of read) {
       for (let start = 0; start < t.byteLength; start += PROBE_CHUNK_BYTES) {
         const length = Math.min(PROBE_CHUNK_BYTES, t.byteLength - start);
         const [a, b] = await Promise.all([
-          source.read(t.recipe.source, start, length, want.view(length)),
+          source.read(name, start, length, want.view(length)),
           file.read(info.dataOffset + start, length, got.view(length)),
         ]);
         if (Buffer.compare(a, b) !== 0) {

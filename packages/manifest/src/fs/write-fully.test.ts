@@ -2,18 +2,12 @@ import { randomBytes } from "node:crypto";
 import { type FileHandle, open, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { WRITE_SLICE_BYTES, writeFully } from "./write-fully.js";
-
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups) await cleanup();
-  cleanups = [];
-});
 
 async function tempFile(name: string): Promise<string> {
   const { dir, cleanup } = await makeTempDir("ckpt-write-fully-");
-  cleanups.push(cleanup);
+  onTestFinished(cleanup);
   return join(dir, name);
 }
 

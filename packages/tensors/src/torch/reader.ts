@@ -51,6 +51,11 @@ export interface TorchFile {
     length: number,
     into?: Uint8Array,
   ): Promise<Uint8Array>;
+  /**
+   * Where a contiguous tensor's bytes start in the file, for a reader that goes to the file
+   * itself (on another thread); undefined for a strided view or a compressed storage.
+   */
+  tensorFileOffset(entry: TorchTensorEntry): Promise<number | undefined>;
   close(): Promise<void>;
 }
 
@@ -288,6 +293,11 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
         );
       }
       return storageBytes(member, entry.storageOffset * dtypeSize(entry.dtype) + start, length, into);
+    },
+    async tensorFileOffset(entry) {
+      const member = memberOf(entry);
+      if ((!entry.contiguous && entry.byteLength > 0) || member.method !== 0) return undefined;
+      return (await zip.dataOffset(member)) + entry.storageOffset * dtypeSize(entry.dtype);
     },
     async readTensor(entry, into) {
       const member = memberOf(entry);

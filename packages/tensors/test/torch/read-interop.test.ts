@@ -1,4 +1,4 @@
-import { mkdir } from "node:fs/promises";
+import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
 import { beforeAll, describe, expect, test } from "vitest";
@@ -139,6 +139,30 @@ describe("files written by torch.save are read bit-identical", () => {
     });
     await file.close();
   });
+
+  test("tensorFileOffset points at a contiguous tensor's bytes in the file; none for strided views", async () => {
+    const path = join(dir, "layouts.pt");
+    const file = await open(path);
+    const bytes = await readFile(path);
+    let located = 0;
+    for (const entry of file.tensors) {
+      const at = await file.tensorFileOffset(entry);
+      if (!entry.contiguous && entry.byteLength > 0) {
+        expect(at).toBeUndefined();
+        continue;
+      }
+      expect(Buffer.from(bytes.subarray(at!, at! + entry.byteLength))).toEqual(
+        Buffer.from(await file.readTensor(entry)),
+      );
+      located++;
+    }
+    // net.offset starts inside its storage: the offset must include the storage offset.
+    expect((await file.tensorFileOffset(file.tensors.find((t) => t.name === "net.offset")!))! % 64).not.toBe(
+      0,
+    );
+    expect(located).toBeGreaterThan(3);
+    await file.close();
+  });
 });
 
 describe("zip variants torch.load accepts", () => {
@@ -159,6 +183,9 @@ describe("zip variants torch.load accepts", () => {
         const file = await open(join(out, name));
         expect(await digests(file)).toEqual(saved["layouts.pt"]);
         expect(file.prefix).toBe(name === "renamed.pt" ? "foo" : "layouts");
+        // A compressed storage has no place in the file to read its elements from.
+        const first = file.tensors.find((t) => t.contiguous && t.byteLength > 0)!;
+        expect((await file.tensorFileOffset(first)) === undefined).toBe(name === "deflate.pt");
         await file.close();
       }
     },
