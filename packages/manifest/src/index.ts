@@ -238,7 +238,6 @@ export {
   sha256Hex,
 } from "./hash/hash.js";
 export type { FileDigest, HashOptions, HashProgressEvent } from "./hash/engine.js";
-export { type HashStream, StreamHasher } from "./hash/stream-hasher.js";
 export {
   type DirectoryFingerprint,
   type FingerprintFile,

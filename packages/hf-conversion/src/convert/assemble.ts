@@ -20,15 +20,15 @@ export interface SourceBytes {
 }
 
 /**
- * Bytes of one copy chunk: large enough to amortise a read, small enough to stay mostly in the
- * CPU's cache while it is hashed and written (4 MiB used less CPU than 16 MiB and 1 MiB).
+ * Bytes of one copy chunk, for the copied tensors the writing thread cannot take as a range of the
+ * source file (strided views, compressed storages): large enough to amortise a read.
  */
 export const COPY_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /**
  * A reusable buffer that grows to the largest request; views start at offset 0 (typed-array
- * aligned). Its memory is shared, so the output hasher's thread reads a chunk in place while the
- * chunk is written.
+ * aligned). Its memory is shared, so the writing thread reads a chunk in place (no copy) while the
+ * caller waits.
  */
 export class GrowableBuffer {
   private buffer: Uint8Array = new Uint8Array(0);

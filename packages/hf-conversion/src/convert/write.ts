@@ -1,11 +1,12 @@
-import { mkdir, open } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { type FileEntry, type HashStream, StreamHasher, writeFully } from "@ckpt/manifest";
+import type { FileEntry } from "@ckpt/manifest";
 import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
 import { HfConversionError, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
 import type { OpenedSource } from "../source/open.js";
 import { AssemblyBuffers, type SourceBytes, tensorChunks } from "./assemble.js";
+import { ShardWriter } from "./shard-writer.js";
 
 /** Reads source tensor bytes from the opened model.pt; a strided tensor is read whole once. */
 export function sourceBytes(source: OpenedSource): SourceBytes {
@@ -31,19 +32,33 @@ export interface ConvertProgress {
   readonly file: string;
 }
 
-/** The bytes of one shard: its header, then every tensor's chunks in data order. */
-async function* shardChunks(
+/** Part of a file: bytes from the caller, or a range of the source file copied by the writing thread. */
+type Piece = { readonly bytes: Uint8Array } | { readonly from: number; readonly length: number };
+
+const pieceLength = (piece: Piece) => ("bytes" in piece ? piece.bytes.length : piece.length);
+
+/**
+ * The pieces of one shard: its header, then every tensor in data order, a tensor stored as one
+ * range of the source as ranges of it (no bytes through this thread), any other as its chunks.
+ */
+async function* shardPieces(
   shard: OutputShard,
   layout: SafetensorsPlan,
   source: SourceBytes,
   buffers: AssemblyBuffers,
-): AsyncGenerator<Uint8Array> {
-  yield layout.headerBytes;
+): AsyncGenerator<Piece> {
+  yield { bytes: layout.headerBytes };
   for (const tensor of shard.tensors) {
+    const from = tensor.recipe.kind === "copy" ? await source.file?.offset(tensor.recipe.source) : undefined;
+    if (from !== undefined) {
+      for (let at = 0; at < tensor.byteLength; at += RANGE_PIECE_BYTES)
+        yield { from: from + at, length: Math.min(RANGE_PIECE_BYTES, tensor.byteLength - at) };
+      continue;
+    }
     let written = 0;
     for await (const chunk of tensorChunks(tensor, source, buffers)) {
       written += chunk.length;
-      yield chunk;
+      yield { bytes: chunk };
     }
     if (written !== tensor.byteLength) {
       throw new HfConversionError(
@@ -54,6 +69,9 @@ async function* shardChunks(
     }
   }
 }
+
+/** Largest range handed to the writing thread at once: progress is reported between them. */
+const RANGE_PIECE_BYTES = 16 * 1024 * 1024;
 
 /** Bytes between two progress events. */
 const PROGRESS_BYTES = 64 * 1024 * 1024;
@@ -76,72 +94,12 @@ export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): st
   return `${JSON.stringify({ metadata, weight_map: weightMap }, null, 2)}\n`;
 }
 
-/** Bytes written between two background flushes of a file (its writeback then overlaps the writing). */
-const FLUSH_BYTES = 256 * 1024 * 1024;
-
 /** A file of the staging directory: its size once written; its digest once it is durable. */
 export interface StagedFile {
   readonly path: string;
   readonly size: number;
   /** Resolves once the file is fsynced, with the digest of the bytes written. */
   readonly settled: Promise<FileEntry>;
-}
-
-/**
- * Writes one file of the staging directory, yielding the size of each chunk once it is written:
- * created exclusively and streamed, with a background fdatasync every {@link FLUSH_BYTES} so the
- * disk writes while this keeps producing. No temporary and rename: the staging directory as a
- * whole is what appears atomically (the swap), and nothing in it counts before its marker is
- * written. Each chunk is hashed by `hash` (another thread) while it is written, so the digest
- * costs no read-back; the final fsync runs after the return, so the caller can go on meanwhile.
- */
-async function* writeStagedChunks(
-  path: string,
-  chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
-  hash: HashStream,
-): AsyncGenerator<number, StagedFile> {
-  await mkdir(dirname(path), { recursive: true });
-  const handle = await open(path, "wx");
-  let size = 0;
-  let unflushed = 0;
-  let flushing: Promise<void> | undefined;
-  let complete = false;
-  try {
-    for await (const chunk of chunks) {
-      // Both must finish before the chunk's buffer is handed back for the next chunk.
-      const [wrote, hashed] = await Promise.allSettled([writeFully(handle, chunk, size), hash.update(chunk)]);
-      if (wrote.status === "rejected") throw wrote.reason;
-      if (hashed.status === "rejected") throw hashed.reason;
-      size += chunk.length;
-      unflushed += chunk.length;
-      if (unflushed >= FLUSH_BYTES && flushing === undefined) {
-        unflushed = 0;
-        flushing = handle.datasync().finally(() => {
-          flushing = undefined;
-        });
-      }
-      yield chunk.length;
-    }
-    complete = true;
-  } finally {
-    // A failure, or a caller that stopped early: close the file (the directory is removed later).
-    if (!complete) {
-      await flushing?.catch(() => {});
-      await handle.close();
-    }
-  }
-  const settled = (async (): Promise<FileEntry> => {
-    try {
-      await flushing;
-      const [sha256] = await Promise.all([hash.digest(), handle.sync()]);
-      return { path, size, sha256 };
-    } finally {
-      await handle.close();
-    }
-  })();
-  // Observed by whoever awaits it; this only keeps an early failure from being reported as unhandled.
-  settled.catch(() => {});
-  return { path, size, settled };
 }
 
 /**
@@ -167,59 +125,55 @@ export async function* writeShards(
   );
   const total = layouts.reduce((n, l) => n + l.fileSize, 0);
   const files: StagedFile[] = [];
-  // One hashing thread for the run; it ends once every file has settled (or failed).
-  const hasher = new StreamHasher(dir);
+  const writer = new ShardWriter(source.openPath);
+  // The thread ends once every file has settled (or failed), so none is left open.
   let closing: Promise<void> | undefined;
-  const closeHasher = () =>
-    (closing ??= Promise.allSettled(files.map((f) => f.settled)).then(() => hasher.close()));
-  const relative = (file: string, staged: StagedFile): StagedFile => ({
-    path: file,
-    size: staged.size,
-    settled: staged.settled.then((entry) => ({ ...entry, path: file })),
-  });
+  const shutdown = () =>
+    (closing ??= Promise.allSettled(files.map((f) => f.settled)).then(() => writer.shutdown()));
   let done = 0;
   let reported = 0;
+  /** Writes one file (path relative to `dir`), yielding progress, and records it in `files`. */
+  async function* writeFile(file: string, pieces: AsyncIterable<Piece>): AsyncGenerator<ConvertProgress> {
+    const path = join(dir, ...file.split("/"));
+    await mkdir(dirname(path), { recursive: true });
+    const out = await writer.open(path);
+    let size = 0;
+    try {
+      for await (const piece of pieces) {
+        if ("bytes" in piece) await out.bytes(piece.bytes);
+        else await out.range(piece.from, piece.length);
+        size += pieceLength(piece);
+        done += pieceLength(piece);
+        if (done - reported >= PROGRESS_BYTES) {
+          reported = done;
+          yield { type: "convert", doneBytes: done, totalBytes: total, file };
+        }
+      }
+    } finally {
+      // Closed even when this stops early or fails: the fsync is wasted then, but no file stays open.
+      const settled = out.close().then(({ sha256 }) => ({ path: file, size, sha256 }));
+      settled.catch(() => {});
+      files.push({ path: file, size, settled });
+    }
+  }
   try {
     for (const [k, shard] of plan.shards.entries()) {
-      const writer = writeStagedChunks(
-        join(dir, ...shard.file.split("/")),
-        shardChunks(shard, layouts[k]!, bytes, buffers),
-        hasher.stream(),
-      );
-      try {
-        for (;;) {
-          const step = await writer.next();
-          if (step.done) {
-            files.push(relative(shard.file, step.value));
-            onShardWritten(shard);
-            break;
-          }
-          done += step.value;
-          if (done - reported >= PROGRESS_BYTES) {
-            reported = done;
-            yield { type: "convert", doneBytes: done, totalBytes: total, file: shard.file };
-          }
-        }
-      } finally {
-        // Closes the shard when the caller stops early; a no-op once the writer has finished.
-        await writer.return(undefined as never);
-      }
+      yield* writeFile(shard.file, shardPieces(shard, layouts[k]!, bytes, buffers));
+      onShardWritten(shard);
     }
     const indexBytes = new TextEncoder().encode(indexText(plan, baseIndex));
-    const index = writeStagedChunks(join(dir, HF_INDEX_FILE), [indexBytes], hasher.stream());
-    for (;;) {
-      const step = await index.next();
-      if (step.done) {
-        files.push(relative(HF_INDEX_FILE, step.value));
-        break;
-      }
-    }
+    yield* writeFile(
+      HF_INDEX_FILE,
+      (async function* () {
+        yield { bytes: indexBytes };
+      })(),
+    );
   } catch (error) {
     // Let the files already written finish closing before the caller removes the directory.
-    await closeHasher();
+    await shutdown();
     throw error;
   } finally {
-    void closeHasher();
+    void shutdown();
   }
   yield { type: "convert", doneBytes: done, totalBytes: total, file: HF_INDEX_FILE };
   return files;
