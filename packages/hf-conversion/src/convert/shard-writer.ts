@@ -13,6 +13,9 @@ type Request =
   | { type: "close"; seq: number; file: number }
   | { type: "shutdown"; seq: number };
 
+/** A request before it is numbered (Omit over each member of the union). */
+type Unnumbered<R = Request> = R extends unknown ? Omit<R, "seq"> : never;
+
 type Reply = { seq: number; error?: string; size?: number; sha256?: string };
 
 /**
@@ -164,10 +167,7 @@ export class ShardWriter {
     this.worker.on("exit", (code) => fail(new Error(`the writing thread exited with code ${code}`)));
   }
 
-  private async call(
-    path: string,
-    request: Omit<Request, "seq"> & { type: Request["type"] },
-  ): Promise<Reply> {
+  private async call(path: string, request: Unnumbered): Promise<Reply> {
     if (this.failure) throw this.failed(path, this.failure.message);
     const seq = this.seq++;
     const reply = await new Promise<Reply>((resolve, reject) => {
