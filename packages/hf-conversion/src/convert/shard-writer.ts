@@ -141,7 +141,9 @@ export interface WrittenFile {
  * Writes the staging directory's files on one thread of their own, reading the copied tensors
  * straight from the source's open file (`sourcePath`, a /proc/self/fd path): each piece is read,
  * hashed and written while it is in the core's cache, with no copy through the caller's thread. A
- * file's final fsync overlaps the next file's writing. `shutdown` closes every file and the
+ * file's final fsync overlaps the next file's writing. Files are created exclusively and written in
+ * place, with no temporary and rename: the staging directory as a whole is what appears atomically
+ * (the swap), and nothing in it counts before its marker. `shutdown` closes every file and the
  * thread; a failure fails the file it concerns (named in the error) and is reported to its caller.
  */
 export class ShardWriter {
