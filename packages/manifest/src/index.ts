@@ -281,5 +281,22 @@ export {
   readLockHolder,
 } from "./fs/holder-lock.js";
 
+// --- a directory built beside its final path and swapped in whole (src/fs/staged-directory)
+export {
+  type Ownership,
+  type PathKind,
+  type RemoveOwnedOptions,
+  type StagedPaths,
+  type SwapIo,
+  type SwapRecovery,
+  decideSwapRecovery,
+  pathKind,
+  readOwnership,
+  recoverSwap,
+  removeOwnedDirectory,
+  renameDurably,
+  swapIntoPlace,
+} from "./fs/staged-directory.js";
+
 // --- bounded concurrency shared by the archive packages
 export { MAX_CONCURRENCY, concurrencyOf, mapPool } from "./concurrency.js";

@@ -1,4 +1,4 @@
-import { lstat, readdir, rename, rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
@@ -11,23 +11,31 @@ import {
   MERGE_COMPLETE_FILE,
   type MergeComplete,
   ManifestError,
+  type Ownership,
   parseArtifactManifest,
   parseMergeComplete,
   parseStrictJson,
+  decideSwapRecovery,
+  pathKind,
   readBoundedFile,
+  recoverSwap,
+  removeOwnedDirectory,
+  type StagedPaths,
+  type SwapIo,
+  swapIntoPlace as swapStagedIntoPlace,
 } from "@ckpt/manifest";
 import type { CompletionRead, ManifestRead, OutputFacts, RecordRead } from "../decide.js";
 import { MergeError } from "../errors.js";
 
 /**
- * A build happens in a hidden sibling of the artifact directory and is swapped in whole, so a
- * crash leaves the old directory or the new one (between the two renames of the swap, the old one
- * waits under `previous` and the next run finishes or undoes the swap).
+ * A build happens in a hidden sibling of the artifact directory and is swapped in whole
+ * (@ckpt/manifest's staged directory: a crash leaves the old directory or the new one).
  */
-export function sidePaths(iterDir: string): { staging: string; previous: string; lock: string } {
+export function sidePaths(iterDir: string): StagedPaths & { lock: string } {
   const parent = dirname(iterDir);
   const name = basename(iterDir);
   return {
+    final: iterDir,
     staging: join(parent, `.${name}.merge-staging`),
     previous: join(parent, `.${name}.merge-previous`),
     lock: join(parent, `.${name}.merge.lock`),
@@ -86,15 +94,6 @@ export function assertLockHeld(lock: HeldLock, iterDir: string): void {
       `merge into ${iterDir}: this merge lost its lock ${lock.path} (${lost.message}); another merge may own the artifact now. Nothing was published; re-run.`,
       { kind: "failed", file: lock.path, cause: lost },
     );
-  }
-}
-
-async function kindOf(path: string): Promise<"absent" | "dir" | "other"> {
-  try {
-    return (await lstat(path)).isDirectory() ? "dir" : "other";
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
-    throw error;
   }
 }
 
@@ -164,8 +163,8 @@ async function readManifest(path: string): Promise<ManifestRead> {
 
 /** What is at the artifact directory: its entries and its two records (never the payload bytes). */
 export async function readOutputFacts(iterDir: string): Promise<OutputFacts> {
-  const kind = await kindOf(iterDir);
-  if (kind === "other") {
+  const kind = await pathKind(iterDir);
+  if (kind !== "absent" && kind !== "directory") {
     throw new MergeError(
       "MERGE_BAD_OUT_PATH",
       `merge: ${iterDir} exists and is not a directory. Remove it or choose another --out.`,
@@ -191,23 +190,31 @@ export async function digestRecordedFiles(
   const paths = record.files.map((f) => f.path);
   if (record.diagnostics?.location === "artifact") paths.push(record.diagnostics.path);
   const present: string[] = [];
-  for (const path of paths) if ((await kindOf(join(iterDir, path))) !== "absent") present.push(path);
+  for (const path of paths) if ((await pathKind(join(iterDir, path))) !== "absent") present.push(path);
   const digests = await hashFiles(present.map((p) => join(iterDir, p)));
   return new Map(paths.map((p) => [p, digests.get(join(iterDir, p))]));
 }
 
-/** Removes a directory only this tool writes (staging or previous): it must hold regular files only. */
-async function removeOwnDirectory(dir: string): Promise<void> {
+/** A merge's own side directory holds only the plain files a merge writes. */
+async function plainFilesOnly(dir: string): Promise<Ownership> {
   for (const name of await readdir(dir)) {
-    if (!(await lstat(join(dir, name))).isFile()) {
-      throw new MergeError(
-        "MERGE_FOREIGN_FILES",
-        `merge: ${dir} (a merge's own staging name) holds ${name}, which is not a plain file a merge writes. Move it elsewhere; nothing was changed.`,
-        { kind: "refused", file: dir },
-      );
-    }
+    if ((await pathKind(join(dir, name))) !== "file")
+      return { owned: false, reason: `it holds ${name}, which is not a plain file a merge writes` };
   }
-  await rm(dir, { recursive: true, force: true });
+  return { owned: true, record: undefined };
+}
+
+/** Removes a directory only this tool writes (staging or previous); anything else is refused untouched. */
+function removeOwnDirectory(dir: string): Promise<void> {
+  return removeOwnedDirectory(dir, {
+    ownership: plainFilesOnly,
+    refuse: (_, reason) =>
+      new MergeError(
+        "MERGE_FOREIGN_FILES",
+        `merge: ${dir} (a merge's own staging name): ${reason}. Move it elsewhere; nothing was changed.`,
+        { kind: "refused", file: dir },
+      ),
+  });
 }
 
 export type RecoveryAction = "finished-swap" | "undid-swap" | "removed-previous" | "removed-staging";
@@ -219,47 +226,42 @@ export type RecoveryAction = "finished-swap" | "undid-swap" | "removed-previous"
  * build are removed.
  */
 export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryAction[]> {
-  const { staging, previous } = sidePaths(iterDir);
-  const parent = dirname(iterDir);
+  const paths = sidePaths(iterDir);
+  const { staging, previous } = paths;
   const actions: RecoveryAction[] = [];
-  if ((await kindOf(previous)) === "dir" && (await kindOf(iterDir)) === "absent") {
-    const staged =
-      (await kindOf(staging)) === "dir"
-        ? await readRecord(join(staging, MERGE_COMPLETE_FILE), parseMergeComplete)
-        : undefined;
-    if (staged?.status === "ok") {
-      await rename(staging, iterDir);
-      actions.push("finished-swap");
-    } else {
-      await rename(previous, iterDir);
-      actions.push("undid-swap");
-    }
-    await fsyncDirectory(parent);
-  }
-  if ((await kindOf(previous)) === "dir") {
+  const final = await pathKind(iterDir);
+  const previousKind = await pathKind(previous);
+  const step = decideSwapRecovery({
+    final,
+    previous: previousKind,
+    stagingComplete:
+      final === "absent" &&
+      previousKind === "directory" &&
+      (await pathKind(staging)) === "directory" &&
+      (await readRecord(join(staging, MERGE_COMPLETE_FILE), parseMergeComplete)).status === "ok",
+  });
+  await recoverSwap(paths, step);
+  if (step !== "none") actions.push(step === "finish" ? "finished-swap" : "undid-swap");
+  if ((await pathKind(previous)) === "directory") {
     await removeOwnDirectory(previous);
     actions.push("removed-previous");
   }
-  if ((await kindOf(staging)) === "dir") {
+  if ((await pathKind(staging)) === "directory") {
     await removeOwnDirectory(staging);
     actions.push("removed-staging");
   }
-  if (actions.length > 0) await fsyncDirectory(parent);
   return actions;
 }
 
 /** Puts a finished staging directory in place of the artifact directory (see {@link sidePaths}). */
-export async function swapIntoPlace(iterDir: string): Promise<void> {
-  const { staging, previous } = sidePaths(iterDir);
+export async function swapIntoPlace(iterDir: string, io?: SwapIo): Promise<void> {
   const parent = dirname(iterDir);
-  await fsyncDirectory(staging);
-  if ((await kindOf(iterDir)) === "dir") {
-    await rename(iterDir, previous);
-    await rename(staging, iterDir);
-    await fsyncDirectory(parent);
-    await rm(previous, { recursive: true, force: true });
-  } else {
-    await rename(staging, iterDir);
-  }
-  await fsyncDirectory(parent);
+  await swapStagedIntoPlace(
+    sidePaths(iterDir),
+    async (previous) => {
+      await rm(previous, { recursive: true, force: true });
+      await fsyncDirectory(parent);
+    },
+    io,
+  );
 }
