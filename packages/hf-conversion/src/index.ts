@@ -74,7 +74,6 @@ export {
   type MaterializeSource,
   DEFAULT_LOCK_WAIT_SECONDS,
   DEFAULT_MIN_TENSORS,
-  materializeHf,
-  materializeHfIter,
   resolveMaterializeOptions,
-} from "./materialize/materialize.js";
+} from "./materialize/options.js";
+export { materializeHf, materializeHfIter } from "./materialize/materialize.js";

@@ -1,12 +1,16 @@
+import { execFileSync } from "node:child_process";
 import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
+  CURRENT_CONVERSION_VERSION,
   hashFile,
+  OVERLAY_SOURCE_SCHEMA,
   openFileByteSource,
   readMaterializedMarker,
   serializeArtifactManifest,
+  serializeOverlaySource,
 } from "@ckpt/manifest";
 import { openHfDirectory, openTorchFile } from "@ckpt/tensors";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -372,7 +376,17 @@ describe("crash recovery", () => {
   it("an unfinished staged build of an earlier run is discarded and rebuilt", async () => {
     const out = freshOut();
     await mkdir(`${out}.tmp`, { recursive: true });
-    await writeFile(join(`${out}.tmp`, ".overlay_source.json"), "{}");
+    // A real unfinished build's overlay record (an empty-JSON one would make the tree foreign).
+    await writeFile(
+      join(`${out}.tmp`, ".overlay_source.json"),
+      serializeOverlaySource({
+        schema: OVERLAY_SOURCE_SCHEMA,
+        conversion_version: CURRENT_CONVERSION_VERSION,
+        source: { source: join(denseA, "model.pt"), size: 1, sha256: null },
+        base: { source: dense.base, fingerprint: "0".repeat(64) },
+        options: { unified_chat_template: false },
+      }),
+    );
     await writeFile(join(`${out}.tmp`, "model-00001-of-00002.safetensors"), "partial");
     const report = await materializeHf(request(denseA, dense.base, out));
     expect(report.action).toBe("built");
@@ -413,6 +427,42 @@ describe("crash recovery", () => {
       code: "MATERIALIZE_OUTPUT_FOREIGN",
     });
     expect(await readFile(join(out, "notes.txt"), "utf8")).toBe("mine");
+  });
+});
+
+describe("the ownership rule: a record that does not parse as this tool's makes a tree foreign", () => {
+  async function foreignBesideRecord(dir: string, record: string, contents: string | undefined) {
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "notes.txt"), "mine");
+    if (contents === undefined) execFileSync("mkfifo", [join(dir, record)]);
+    else await writeFile(join(dir, record), contents);
+  }
+
+  it.each([
+    ["a garbage", "not json{"],
+    ["an empty-JSON", "{}"],
+    ["a FIFO", undefined],
+  ])(
+    "--out with foreign files beside %s .materialized is refused untouched, even under --force",
+    async (_, contents) => {
+      const out = freshOut();
+      await foreignBesideRecord(out, ".materialized", contents);
+      for (const force of [false, true]) {
+        await expect(materializeHf(request(denseA, dense.base, out, { force }))).rejects.toMatchObject({
+          code: "MATERIALIZE_OUTPUT_FOREIGN",
+        });
+      }
+      expect(await readFile(join(out, "notes.txt"), "utf8")).toBe("mine");
+    },
+  );
+
+  it("a <out>.tmp with foreign files beside a garbage overlay record is not discarded", async () => {
+    const out = freshOut();
+    await foreignBesideRecord(`${out}.tmp`, ".overlay_source.json", "{}");
+    await expect(materializeHf(request(denseA, dense.base, out, { force: true }))).rejects.toMatchObject({
+      code: "MATERIALIZE_OUTPUT_FOREIGN",
+    });
+    expect(await readFile(join(`${out}.tmp`, "notes.txt"), "utf8")).toBe("mine");
   });
 });
 

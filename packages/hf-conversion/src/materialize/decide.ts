@@ -14,7 +14,7 @@ export type TreeState =
   | { readonly kind: "absent" }
   /** A valid marker over an intact tree. */
   | { readonly kind: "complete"; readonly marker: MaterializedMarker }
-  /** This tool's (a marker or an overlay record, or nothing at all) but not complete. */
+  /** This tool's (a valid marker over a damaged tree, a valid overlay record, or only a record's temporary) but not complete. */
   | { readonly kind: "incomplete"; readonly reason: string }
   /** Holds files this tool did not write, or is not a directory. */
   | { readonly kind: "foreign"; readonly reason: string };

@@ -1,29 +1,28 @@
-import { copyFile, mkdir, readdir, rename, rm, writeFile } from "node:fs/promises";
-import { dirname, join, relative, resolve, sep } from "node:path";
-import type { FetchEvent } from "@ckpt/archive-reader";
+import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import {
   CURRENT_CONVERSION_VERSION,
   fsyncDirectory,
   fsyncFile,
   MATERIALIZED_MARKER_FILE,
   MATERIALIZED_MARKER_RECORD,
+  MATERIALIZED_MARKER_SCHEMA,
   type MaterializedMarker,
   OVERLAY_SOURCE_FILE,
   OVERLAY_SOURCE_RECORD,
-  type OverlaySource,
   OVERLAY_SOURCE_SCHEMA,
-  MATERIALIZED_MARKER_SCHEMA,
+  type OverlaySource,
+  recoverSwap,
   type SourceFile,
+  type StagedPaths,
+  swapIntoPlace,
   writeRecordFile,
 } from "@ckpt/manifest";
-import type { ObjectStore } from "@ckpt/object-store";
-import { type ConvertProgress, type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
+import { type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
 import { describe, HfConversionError, type MaterializeStage, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
-import type { ExpertLayoutRule } from "../plan/rules.js";
 import { type BasePreflight, preflightBase } from "../preflight/base.js";
-import { describeArchivedModel, removeCreated, stageArchivedArtifact } from "../source/archive.js";
-import { type ExpectedSource, type OpenedSource, openSource, readArtifactModel } from "../source/open.js";
+import type { OpenedSource } from "../source/open.js";
 import { probeShard, type ShardProbe, type VerifyReport, verifyStaged } from "../verify/verify.js";
 import {
   decideMaterialize,
@@ -33,140 +32,15 @@ import {
   type RequestIdentity,
 } from "./decide.js";
 import { acquireOutputLock, type OutputLock } from "./lock.js";
-import { inspectTree } from "./state.js";
-
-/** `--min-tensors` when not given: a real model has hundreds of tensors; a tiny export is a mistake. */
-export const DEFAULT_MIN_TENSORS = 800;
-/** `--lock-wait-seconds` when not given. */
-export const DEFAULT_LOCK_WAIT_SECONDS = 120;
-
-/** Where the model.pt comes from: a local artifact directory, or an archive read through `store`. */
-export type MaterializeSource =
-  | { readonly kind: "local"; readonly ckptDir: string }
-  | { readonly kind: "archive"; readonly uri: string; readonly store: ObjectStore };
-
-export interface MaterializeRequest {
-  readonly source: MaterializeSource;
-  readonly base: string;
-  readonly out: string;
-  /** Archive staging root (default `<out>.stage`). */
-  readonly stageDir?: string;
-  /** Keep what this run staged from the archive. */
-  readonly keepStaged?: boolean;
-  /** Exact output tensor count; 0 (default) = none. */
-  readonly expectTensors?: number;
-  /** Fewest output tensors (default {@link DEFAULT_MIN_TENSORS}). */
-  readonly minTensors?: number;
-  /** false skips tensor probing only (`--no-verify`). */
-  readonly verify?: boolean;
-  readonly force?: boolean;
-  readonly unifiedChatTemplate?: boolean;
-  /** Finite, >= 0 (default {@link DEFAULT_LOCK_WAIT_SECONDS}). */
-  readonly lockWaitSeconds?: number;
-  /** Expert layout rules (default: the built-in ones). */
-  readonly rules?: readonly ExpertLayoutRule[];
-  readonly signal?: AbortSignal;
-}
-
-export interface MaterializeReport {
-  /** `built`: converted now; `skipped`: an intact output of this request was there; `published`: a complete staged build was verified and swapped in. */
-  readonly action: "built" | "skipped" | "published";
-  readonly out: string;
-  readonly marker: MaterializedMarker;
-  /** Repairs of an interrupted earlier run, in the order done. */
-  readonly recovered: readonly string[];
-  /** Things worth knowing that changed nothing (kept leftovers, ignored base entries, dtype changes). */
-  readonly notes: readonly string[];
-  /** null for a skip, or a publish under --no-verify. */
-  readonly verification: VerifyReport | null;
-  /** The archive staging this run fetched into, and what of it this run removed (null: nothing fetched). */
-  readonly staging: { readonly dir: string; readonly removed: readonly string[] } | null;
-}
-
-export type MaterializeEvent =
-  | {
-      readonly type: "preflight";
-      readonly base: string;
-      readonly fingerprint: string;
-      readonly tensors: number;
-      readonly sidecars: number;
-    }
-  | { readonly type: "lock"; readonly waitedFor: string | undefined }
-  | {
-      readonly type: "decision";
-      readonly action: MaterializeDecision["action"];
-      readonly recover: readonly Recovery[];
-    }
-  | { readonly type: "fetch"; readonly event: FetchEvent }
-  | ConvertProgress
-  | { readonly type: "verify"; readonly probing: boolean }
-  | { readonly type: "done"; readonly report: MaterializeReport };
-
-interface Options {
-  readonly out: string;
-  readonly staged: string;
-  readonly previous: string;
-  readonly stageRoot: string;
-  readonly keepStaged: boolean;
-  readonly expectTensors: number;
-  readonly minTensors: number;
-  readonly verify: boolean;
-  readonly force: boolean;
-  readonly unified: boolean;
-  readonly lockWaitSeconds: number;
-}
-
-function badOption(message: string): HfConversionError {
-  return new HfConversionError("MATERIALIZE_BAD_OPTION", message, { kind: "input" });
-}
-
-const isInside = (parent: string, child: string) => {
-  const rel = relative(parent, child);
-  return rel === "" || (!rel.startsWith("..") && !rel.startsWith(sep) && rel !== "..");
-};
-
-/** Checks and completes a request's options. Pure. */
-export function resolveMaterializeOptions(request: MaterializeRequest): Options {
-  const count = (name: string, value: number | undefined, fallback: number) => {
-    const v = value ?? fallback;
-    if (!Number.isSafeInteger(v) || v < 0) throw badOption(`--${name} ${v} is not a whole number >= 0.`);
-    return v;
-  };
-  const wait = request.lockWaitSeconds ?? DEFAULT_LOCK_WAIT_SECONDS;
-  if (typeof wait !== "number" || !Number.isFinite(wait) || wait < 0) {
-    throw badOption(
-      `--lock-wait-seconds ${wait} is not a finite number of seconds >= 0 (inf and nan are refused).`,
-    );
-  }
-  if (request.source.kind === "local" && (request.stageDir !== undefined || request.keepStaged)) {
-    throw badOption(
-      "--stage-dir and --keep-staged apply to --artifact-uri only; a local artifact is read in place.",
-    );
-  }
-  const out = resolve(request.out);
-  const base = resolve(request.base);
-  if (isInside(base, out) || isInside(out, base)) {
-    throw badOption(`--out ${out} and --base ${base} overlap; the output must be a directory of its own.`);
-  }
-  if (request.source.kind === "local") {
-    const dir = resolve(request.source.ckptDir);
-    if (isInside(out, dir) || isInside(dir, out))
-      throw badOption(`--out ${out} and --ckpt-dir ${dir} overlap.`);
-  }
-  return {
-    out,
-    staged: `${out}.tmp`,
-    previous: `${out}.previous`,
-    stageRoot: resolve(request.stageDir ?? `${out}.stage`),
-    keepStaged: request.keepStaged ?? false,
-    expectTensors: count("expect-tensors", request.expectTensors, 0),
-    minTensors: count("min-tensors", request.minTensors, DEFAULT_MIN_TENSORS),
-    verify: request.verify ?? true,
-    force: request.force ?? false,
-    unified: request.unifiedChatTemplate ?? false,
-    lockWaitSeconds: wait,
-  };
-}
+import {
+  type MaterializeEvent,
+  type MaterializeReport,
+  type MaterializeRequest,
+  type Options,
+  resolveMaterializeOptions,
+} from "./options.js";
+import { SourceSession } from "./session.js";
+import { inspectTree, removeOwnedTree } from "./state.js";
 
 /** Gives an error the stage it happened in; foreign errors become MATERIALIZE_BUILD_FAILED with their code named. */
 function inStage(error: unknown, stage: MaterializeStage, out: string): unknown {
@@ -189,142 +63,6 @@ function inStage(error: unknown, stage: MaterializeStage, out: string): unknown 
       cause: error,
     },
   );
-}
-
-/** The source of a run: identity first (cheap where possible), bytes when a build needs them. */
-class SourceSession {
-  private opened: OpenedSource | undefined;
-  private expected: ExpectedSource | undefined;
-  private descriptor: SourceFile | undefined;
-  readonly stagingCreated: string[] = [];
-  stagingDir: string | undefined;
-
-  constructor(
-    private readonly source: MaterializeSource,
-    private readonly options: Options,
-    private readonly signal: AbortSignal | undefined,
-  ) {}
-
-  /** Under the lock: a local model.pt is opened (and starts hashing); an archive's descriptor is read. */
-  async start(): Promise<void> {
-    if (this.source.kind === "local") {
-      const model = await readArtifactModel(this.source.ckptDir);
-      this.expected = model.expected;
-      this.opened = await openSource(model.path, model.path, {
-        size: model.expected.size,
-        recordedBy: "its artifact manifest",
-      });
-      // Hash on a worker thread while the run inspects the output (and converts, if it builds).
-      this.opened.sha256().catch(() => {});
-    } else {
-      const model = await describeArchivedModel(this.source.store, this.source.uri, this.signal);
-      this.expected = { size: model.size, sha256: model.sha256 };
-      this.descriptor = { source: this.source.uri, size: model.size, sha256: model.sha256 };
-    }
-  }
-
-  private mismatch(what: string): HfConversionError {
-    const path = this.opened?.path ?? "model.pt";
-    return refusal(
-      "MATERIALIZE_SOURCE_MISMATCH",
-      `${path} ${what}`,
-      "the output would have been labelled with an identity its bytes do not have",
-      "The artifact was changed after it was committed; restore it or materialize another one.",
-      { file: path },
-    );
-  }
-
-  /** The identity without hashing: known for an archive (its descriptor), or once a local hash is done. */
-  get quickIdentity(): SourceFile | undefined {
-    return this.descriptor;
-  }
-
-  /** The identity of record (hashes a local model.pt if not done). */
-  async identity(): Promise<SourceFile> {
-    if (this.descriptor) return this.descriptor;
-    const opened = this.opened!;
-    const sha256 = await opened.sha256();
-    if (this.expected?.sha256 !== undefined && this.expected.sha256 !== sha256) {
-      throw this.mismatch(`has sha256 ${sha256}, but its artifact manifest records ${this.expected.sha256}`);
-    }
-    this.descriptor = { source: opened.label, size: opened.size, sha256 };
-    return this.descriptor;
-  }
-
-  /** The opened model.pt; an archive is fetched (digest-checked) into the staging directory first. */
-  async *bytes(): AsyncGenerator<MaterializeEvent, OpenedSource> {
-    if (this.opened) return this.opened;
-    if (this.source.kind !== "archive") throw new Error("a local source is opened at start");
-    const staged = yield* mapFetch(
-      stageArchivedArtifact(
-        this.source.store,
-        this.source.uri,
-        this.options.stageRoot,
-        this.stagingCreated,
-        this.signal,
-      ),
-    );
-    this.stagingDir = staged.report.stagedDir;
-    this.opened = await openSource(staged.modelPath, this.source.uri, {
-      size: this.expected!.size,
-      recordedBy: "the archive",
-    });
-    this.opened.sha256().catch(() => {});
-    return this.opened;
-  }
-
-  /** After a build read it: the digest of the bytes read equals the identity, and the file did not change. */
-  async confirm(): Promise<SourceFile> {
-    const opened = this.opened!;
-    const sha256 = await opened.sha256();
-    await opened.assertUnchanged();
-    if (this.expected?.sha256 !== undefined && this.expected.sha256 !== sha256) {
-      throw this.mismatch(
-        `has sha256 ${sha256}, but ${this.source.kind === "archive" ? "the archive" : "its artifact manifest"} records ${this.expected.sha256}`,
-      );
-    }
-    const identity = await this.identity();
-    if (identity.sha256 !== sha256)
-      throw this.mismatch(`has sha256 ${sha256}, not the ${identity.sha256} the decision used`);
-    return identity;
-  }
-
-  async close(): Promise<string[]> {
-    await this.opened?.close().catch(() => {});
-    if (this.options.keepStaged) return [];
-    await removeCreated(this.stagingCreated);
-    return [...this.stagingCreated];
-  }
-}
-
-async function* mapFetch<R>(inner: AsyncGenerator<FetchEvent, R>): AsyncGenerator<MaterializeEvent, R> {
-  for (;;) {
-    const step = await inner.next();
-    if (step.done) return step.value;
-    yield { type: "fetch", event: step.value };
-  }
-}
-
-/**
- * Removes a tree this tool owns with its ownership records (`.overlay_source.json`, then
- * `.materialized`) last, so a kill halfway leaves a tree still recognisably this tool's, which the
- * next run removes again, rather than an unmarked remnant it must refuse as foreign.
- */
-async function removeTree(path: string): Promise<void> {
-  let names: string[];
-  try {
-    names = await readdir(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw error;
-  }
-  const records = [OVERLAY_SOURCE_FILE, MATERIALIZED_MARKER_FILE];
-  for (const name of names) {
-    if (!records.includes(name)) await rm(join(path, name), { recursive: true, force: true });
-  }
-  for (const name of records) await rm(join(path, name), { force: true });
-  await rm(path, { recursive: true, force: true });
-  await fsyncDirectory(dirname(path));
 }
 
 /**
@@ -492,7 +230,7 @@ class Run {
           const plan = this.plan(opened);
           await this.recover(decision.recover);
           if (decision.discardStaged) {
-            await removeTree(this.options.staged);
+            await removeOwnedTree(this.options.staged);
             this.recovered.push(`removed ${this.options.staged} left by an earlier run`);
           }
           const built = yield* this.build(opened, plan);
@@ -552,13 +290,12 @@ class Run {
     const { out, staged, previous } = this.options;
     for (const step of steps) {
       if (step === "restore-previous") {
-        await rename(previous, out);
-        await fsyncDirectory(dirname(out));
+        await recoverSwap(this.paths, "undo");
         this.recovered.push(
           `renamed ${previous} back to ${out} (a swap was interrupted between its renames)`,
         );
       } else {
-        await removeTree(staged);
+        await removeOwnedTree(staged);
         this.recovered.push(`removed ${staged}, an unfinished build of an earlier run`);
       }
     }
@@ -640,7 +377,7 @@ class Run {
       return { marker, report };
     } catch (error) {
       await Promise.allSettled(files.map((f) => f.settled));
-      await removeTree(staged).catch(() => {});
+      await removeOwnedTree(staged).catch(() => {});
       throw inStage(error, stage, out);
     }
   }
@@ -700,9 +437,8 @@ class Run {
     }
     this.lock.assertHeld();
     if (finishesSwap) {
-      await rename(staged, out);
-      await fsyncDirectory(dirname(out));
-      await removeTree(previous);
+      await recoverSwap(this.paths, "finish");
+      await removeOwnedTree(previous);
       this.recovered.push(`finished an interrupted swap: ${staged} is now ${out}, ${previous} removed`);
     } else {
       await this.swap(false);
@@ -713,27 +449,21 @@ class Run {
 
   /** `<out>` -> `<out>.previous`, `<out>.tmp` -> `<out>`, `<out>.previous` removed; each step fsynced. */
   private async swap(previousAtSwap: boolean): Promise<void> {
-    const { out, staged, previous } = this.options;
-    const parent = dirname(out);
+    const { out, previous } = this.options;
     try {
       this.lock.assertHeld();
       if (previousAtSwap) {
-        await removeTree(previous);
+        await removeOwnedTree(previous);
         this.recovered.push(`removed ${previous} left by an interrupted swap`);
       }
-      let replaced = false;
-      try {
-        await rename(out, previous);
-        replaced = true;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      }
-      if (replaced) await fsyncDirectory(parent);
-      await rename(staged, out);
-      await fsyncDirectory(parent);
-      if (replaced) await removeTree(previous);
+      await swapIntoPlace(this.paths, removeOwnedTree);
     } catch (error) {
       throw inStage(error, "swap", out);
     }
+  }
+
+  /** `<out>` and its two side directories, as @ckpt/manifest's staged directory names them. */
+  private get paths(): StagedPaths {
+    return { final: this.options.out, staging: this.options.staged, previous: this.options.previous };
   }
 }

@@ -5,11 +5,15 @@ import {
   MATERIALIZED_MARKER_FILE,
   type MaterializedMarker,
   OVERLAY_SOURCE_FILE,
-  readMaterializedMarker,
+  type Ownership,
+  parseMaterializedMarker,
+  parseOverlaySource,
+  readOwnership,
+  removeOwnedDirectory,
 } from "@ckpt/manifest";
 import { HF_INDEX_FILE } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
-import { describe } from "../errors.js";
+import { describe, refusal } from "../errors.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { checkSidecars } from "../verify/sidecars.js";
 import type { TreeState } from "./decide.js";
@@ -58,6 +62,50 @@ export async function intactProblems(
   return problems;
 }
 
+/**
+ * The ownership rule: a tree is this tool's when its marker or (an unfinished build's) overlay
+ * record parses and validates (its schema names this tool), or when it holds nothing but a
+ * record's temporary (a build that had just begun). A garbage, empty-JSON or non-file record
+ * makes the tree foreign: it is refused and never replaced or removed.
+ */
+export async function ownershipOf(
+  dir: string,
+  names: readonly string[],
+): Promise<Ownership<MaterializedMarker | undefined>> {
+  if (names.includes(MATERIALIZED_MARKER_FILE))
+    return readOwnership(dir, MATERIALIZED_MARKER_FILE, parseMaterializedMarker);
+  if (names.includes(OVERLAY_SOURCE_FILE)) {
+    const overlay = await readOwnership(dir, OVERLAY_SOURCE_FILE, parseOverlaySource);
+    return overlay.owned ? { owned: true, record: undefined } : overlay;
+  }
+  if (names.every((n) => RECORD_TEMPORARY.test(n))) return { owned: true, record: undefined };
+  return {
+    owned: false,
+    reason: `holds ${names.length} entries and no ckpt record (${MATERIALIZED_MARKER_FILE} or ${OVERLAY_SOURCE_FILE})`,
+  };
+}
+
+/**
+ * Removes a tree this tool owns (see {@link ownershipOf}) with its ownership records
+ * (`.overlay_source.json`, then `.materialized`) last, so a kill halfway leaves a tree still
+ * recognisably this tool's, which the next run removes again, rather than an unmarked remnant it
+ * must refuse as foreign. A foreign tree is refused untouched.
+ */
+export function removeOwnedTree(dir: string): Promise<void> {
+  return removeOwnedDirectory(dir, {
+    ownership: async (path) => ownershipOf(path, await readdir(path)),
+    refuse: (path, reason) =>
+      refusal(
+        "MATERIALIZE_OUTPUT_FOREIGN",
+        `${path} ${reason}`,
+        "removing it would have deleted files ckpt did not write",
+        "Move them away or choose another --out; ckpt never deletes what it did not create.",
+        { file: path },
+      ),
+    recordsLast: [OVERLAY_SOURCE_FILE, MATERIALIZED_MARKER_FILE],
+  });
+}
+
 /** Classifies what is at `dir` for {@link decideMaterialize}. */
 export async function inspectTree(dir: string, base: BasePreflight): Promise<TreeState> {
   let names: string[];
@@ -69,26 +117,16 @@ export async function inspectTree(dir: string, base: BasePreflight): Promise<Tre
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent" };
     throw error;
   }
-  if (names.includes(MATERIALIZED_MARKER_FILE)) {
-    let marker: MaterializedMarker;
-    try {
-      marker = await readMaterializedMarker(join(dir, MATERIALIZED_MARKER_FILE));
-    } catch (error) {
-      return {
-        kind: "incomplete",
-        reason: `its ${MATERIALIZED_MARKER_FILE} is not valid (${describe(error)})`,
-      };
-    }
-    const problems = await intactProblems(dir, marker, base);
-    return problems.length === 0
-      ? { kind: "complete", marker }
-      : { kind: "incomplete", reason: `it is not intact: ${problems.slice(0, 3).join("; ")}` };
+  const ownership = await ownershipOf(dir, names);
+  if (!ownership.owned) return { kind: "foreign", reason: ownership.reason };
+  const marker = ownership.record;
+  if (marker === undefined) {
+    return names.includes(OVERLAY_SOURCE_FILE)
+      ? { kind: "incomplete", reason: "its build did not finish" }
+      : { kind: "incomplete", reason: "its build had just begun" };
   }
-  if (names.includes(OVERLAY_SOURCE_FILE)) return { kind: "incomplete", reason: "its build did not finish" };
-  if (names.every((n) => RECORD_TEMPORARY.test(n)))
-    return { kind: "incomplete", reason: "its build had just begun" };
-  return {
-    kind: "foreign",
-    reason: `holds ${names.length} entries and no ckpt record (${MATERIALIZED_MARKER_FILE} or ${OVERLAY_SOURCE_FILE})`,
-  };
+  const problems = await intactProblems(dir, marker, base);
+  return problems.length === 0
+    ? { kind: "complete", marker }
+    : { kind: "incomplete", reason: `it is not intact: ${problems.slice(0, 3).join("; ")}` };
 }
