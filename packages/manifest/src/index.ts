@@ -290,6 +290,7 @@ export {
   type SwapIo,
   type SwapRecovery,
   decideSwapRecovery,
+  pathInfo,
   pathKind,
   readOwnership,
   recoverSwap,

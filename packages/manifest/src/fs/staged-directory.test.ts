@@ -9,6 +9,7 @@ import { fsyncDirectory } from "./atomic.js";
 import {
   decideSwapRecovery,
   type Ownership,
+  pathInfo,
   pathKind,
   readOwnership,
   recoverSwap,
@@ -113,7 +114,7 @@ describe("swapIntoPlace", () => {
     const kinds = {
       final: await pathKind(paths.final),
       previous: await pathKind(paths.previous),
-      stagingComplete: (await pathKind(paths.staging)) === "directory",
+      stagingComplete: (await pathKind(paths.staging)) === "dir",
     };
     await recoverSwap(paths, decideSwapRecovery(kinds));
     const text = await readFile(join(paths.final, "a"), "utf8");
@@ -124,13 +125,11 @@ describe("swapIntoPlace", () => {
   it("an interrupted swap whose staged build is not complete is undone", async () => {
     const { paths } = await scratch();
     await tree(paths.previous, { a: "old" });
-    const step = decideSwapRecovery({ final: "absent", previous: "directory", stagingComplete: false });
+    const step = decideSwapRecovery({ final: "absent", previous: "dir", stagingComplete: false });
     expect(step).toBe("undo");
     await recoverSwap(paths, step);
     expect(await readFile(join(paths.final, "a"), "utf8")).toBe("old");
-    expect(decideSwapRecovery({ final: "directory", previous: "directory", stagingComplete: true })).toBe(
-      "none",
-    );
+    expect(decideSwapRecovery({ final: "dir", previous: "dir", stagingComplete: true })).toBe("none");
   });
 });
 
@@ -167,13 +166,14 @@ describe("ownership and removal", () => {
     expect(await readFile(join(dir, "notes"), "utf8")).toBe("mine");
   });
 
-  it("pathKind tells files, directories, symlinks and absence apart without following links", async () => {
+  it("pathKind tells files, directories, others and absence apart without following links", async () => {
     const { parent } = await scratch();
     await tree(join(parent, "d"), { f: "x" });
     await symlink(join(parent, "d"), join(parent, "l"));
-    expect(await pathKind(join(parent, "d"))).toBe("directory");
+    expect(await pathKind(join(parent, "d"))).toBe("dir");
     expect(await pathKind(join(parent, "d", "f"))).toBe("file");
-    expect(await pathKind(join(parent, "l"))).toBe("symlink");
+    expect(await pathKind(join(parent, "l"))).toBe("other");
+    expect(await pathInfo(join(parent, "d", "f"))).toEqual({ kind: "file", size: 1 });
     expect(await pathKind(join(parent, "none"))).toBe("absent");
   });
 });

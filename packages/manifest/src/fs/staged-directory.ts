@@ -23,19 +23,24 @@ export interface SwapIo {
 
 const NODE_IO: SwapIo = { rename, fsyncDirectory };
 
-export type PathKind = "absent" | "file" | "directory" | "symlink" | "other";
+/** What a path is, without following a symbolic link (a symlink, FIFO or socket is `other`). */
+export type PathKind = "absent" | "file" | "dir" | "other";
 
-/** What is at `path`, without following a symlink. */
-export async function pathKind(path: string): Promise<PathKind> {
+/** {@link pathKind}, with the size of a regular file (0 for anything else). */
+export async function pathInfo(path: string): Promise<{ kind: PathKind; size: number }> {
   try {
     const info = await lstat(path);
-    if (info.isFile()) return "file";
-    if (info.isDirectory()) return "directory";
-    return info.isSymbolicLink() ? "symlink" : "other";
+    if (info.isFile()) return { kind: "file", size: info.size };
+    return { kind: info.isDirectory() ? "dir" : "other", size: 0 };
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent", size: 0 };
     throw error;
   }
+}
+
+/** The one `lstat` -> kind classifier of every package. */
+export async function pathKind(path: string): Promise<PathKind> {
+  return (await pathInfo(path)).kind;
 }
 
 /** Renames, then fsyncs the target's parent, so the rename survives a power loss before the next step. */
@@ -78,7 +83,7 @@ export function decideSwapRecovery(kinds: {
   previous: PathKind;
   stagingComplete: boolean;
 }): SwapRecovery {
-  if (kinds.previous !== "directory" || kinds.final !== "absent") return "none";
+  if (kinds.previous !== "dir" || kinds.final !== "absent") return "none";
   return kinds.stagingComplete ? "finish" : "undo";
 }
 

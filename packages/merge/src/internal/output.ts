@@ -164,7 +164,7 @@ async function readManifest(path: string): Promise<ManifestRead> {
 /** What is at the artifact directory: its entries and its two records (never the payload bytes). */
 export async function readOutputFacts(iterDir: string): Promise<OutputFacts> {
   const kind = await pathKind(iterDir);
-  if (kind !== "absent" && kind !== "directory") {
+  if (kind !== "absent" && kind !== "dir") {
     throw new MergeError(
       "MERGE_BAD_OUT_PATH",
       `merge: ${iterDir} exists and is not a directory. Remove it or choose another --out.`,
@@ -236,17 +236,17 @@ export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryA
     previous: previousKind,
     stagingComplete:
       final === "absent" &&
-      previousKind === "directory" &&
-      (await pathKind(staging)) === "directory" &&
+      previousKind === "dir" &&
+      (await pathKind(staging)) === "dir" &&
       (await readRecord(join(staging, MERGE_COMPLETE_FILE), parseMergeComplete)).status === "ok",
   });
   await recoverSwap(paths, step);
   if (step !== "none") actions.push(step === "finish" ? "finished-swap" : "undid-swap");
-  if ((await pathKind(previous)) === "directory") {
+  if ((await pathKind(previous)) === "dir") {
     await removeOwnDirectory(previous);
     actions.push("removed-previous");
   }
-  if ((await pathKind(staging)) === "directory") {
+  if ((await pathKind(staging)) === "dir") {
     await removeOwnDirectory(staging);
     actions.push("removed-staging");
   }
