@@ -1,4 +1,4 @@
-import { lstat, readdir } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import {
   compareCodePoints,
@@ -7,6 +7,7 @@ import {
   hashDirectory,
   hashFiles,
   parseIterDir,
+  pathInfo,
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 
@@ -42,10 +43,8 @@ export async function entryInfo(
   path: string,
 ): Promise<{ kind: "file" | "dir" | "other" | "absent"; size: number }> {
   try {
-    const info = await lstat(path);
-    return { kind: info.isFile() ? "file" : info.isDirectory() ? "dir" : "other", size: info.size };
+    return await pathInfo(path);
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent", size: 0 };
     throw new ArchivePublisherError(
       "PUBLISH_LOCAL_READ_FAILED",
       `inspect ${path}: ${messageOf(error)}. Check that it is readable.`,

@@ -1,4 +1,4 @@
-import { lstat, readdir } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import {
   ARTIFACT_MANIFEST_FILE,
@@ -14,6 +14,7 @@ import {
   ManifestError,
   PHYSICAL_COMPONENTS,
   parseIterDir,
+  pathInfo,
   readArtifactManifest,
   readControlManifest,
   readMaterializedMarker,
@@ -79,14 +80,8 @@ function codeOf(error: unknown): string | undefined {
 }
 
 async function kindAt(path: string): Promise<Observation> {
-  try {
-    const info = await lstat(path);
-    if (info.isFile()) return { kind: "file", size: info.size };
-    return { kind: info.isDirectory() ? "dir" : "other" };
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { kind: "absent" };
-    throw error;
-  }
+  const { kind, size } = await pathInfo(path);
+  return kind === "file" ? { kind, size } : { kind };
 }
 
 /** Every non-directory entry below `dir`, relative POSIX paths (symlinks and special files included, as such). */
