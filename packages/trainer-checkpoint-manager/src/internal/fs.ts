@@ -1,22 +1,12 @@
-import { lstat, rename, rm } from "node:fs/promises";
+import { rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { fsyncDirectory } from "@ckpt/manifest";
+import { fsyncDirectory, type PathKind, pathKind } from "@ckpt/manifest";
 import { DELETING_SUFFIX } from "@ckpt/retention";
 
-export type EntryKind = "file" | "dir" | "other" | "absent";
+export type EntryKind = PathKind;
 
-/** What a path is, without following a symbolic link. */
-export async function entryKind(path: string): Promise<EntryKind> {
-  try {
-    const info = await lstat(path);
-    if (info.isFile()) return "file";
-    if (info.isDirectory()) return "dir";
-    return "other";
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "absent";
-    throw error;
-  }
-}
+/** What a path is, without following a symbolic link (@ckpt/manifest's one classifier). */
+export const entryKind = pathKind;
 
 /**
  * Removes a file or directory tree this manager owns: a directory is renamed aside first (the
