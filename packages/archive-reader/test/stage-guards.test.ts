@@ -35,6 +35,19 @@ describe("staging directory guards", () => {
     expect(await snapshotTree(root)).toEqual(before);
   });
 
+  it("a malformed .staged.json owns nothing: not even a dead writer's manifest temporary is removed", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact());
+    const dir = join(root, "iter_000000300");
+    await mkdir(dir);
+    await writeFile(join(dir, ".staged.json"), "{}");
+    // writeFileAtomic's temporary name for the native manifest, from a pid that is not running.
+    await writeFile(join(dir, "..posttrain-checkpoint-artifact.json.tmp-4194303-0123456789ab"), "foreign");
+    const before = await snapshotTree(root);
+    await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_STAGE_RECORD_INVALID" });
+    expect(await snapshotTree(root)).toEqual(before);
+  });
+
   it("never writes through a symlinked component directory leading outside the staging directory", async () => {
     const outside = join(root, "outside");
     await mkdir(outside);

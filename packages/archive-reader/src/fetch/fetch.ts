@@ -9,6 +9,8 @@ import {
   fsyncDirectory,
   hashFile,
   ManifestError,
+  parseStagedRecord,
+  readOwnership,
   readStagedRecord,
   resolveInside,
   STAGED_RECORD_FILE,
@@ -207,10 +209,8 @@ async function scanLocal(
   // a record of ours, so is an abandoned temporary of the native manifest (a kill while the
   // staged copy was being completed).
   await removeTemporaries(stagedDir, { target: STAGED_RECORD_FILE });
-  const owned = await lstat(join(stagedDir, STAGED_RECORD_FILE)).then(
-    (info) => info.isFile(),
-    () => false,
-  );
+  // Ours only when the record parses as ours (@ckpt/manifest's ownership rule).
+  const { owned } = await readOwnership(stagedDir, STAGED_RECORD_FILE, parseStagedRecord);
   if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST_FILE });
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const dirent of await readdir(dir, { withFileTypes: true })) {
