@@ -1,6 +1,6 @@
-import { rename, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { fsyncDirectory, type PathKind, pathKind } from "@ckpt/manifest";
+import { fsyncDirectory, type PathKind, pathKind, renameDurably } from "@ckpt/manifest";
 import { DELETING_SUFFIX } from "@ckpt/retention";
 
 export type EntryKind = PathKind;
@@ -19,8 +19,7 @@ export async function removeOwned(path: string): Promise<boolean> {
   if (kind === "dir") {
     const aside = join(parent, `.${basename(path)}${DELETING_SUFFIX}`);
     await rm(aside, { recursive: true, force: true });
-    await rename(path, aside);
-    await fsyncDirectory(parent);
+    await renameDurably(path, aside);
     await rm(aside, { recursive: true, force: true });
   } else {
     await rm(path, { force: true });
