@@ -23,7 +23,11 @@ export interface Backend {
  * shared global setup provides (one bucket per test file, one prefix per label).
  */
 export function describeEachBackend(title: string, body: (backend: () => Backend) => void): void {
-  describe.each(["memory", "file", "s3"] as const)(`${title} (%s)`, (name) => {
+  for (const name of ["memory", "file", "s3"] as const) describeOn(title, name, body);
+}
+
+function describeOn(title: string, name: Backend["name"], body: (backend: () => Backend) => void): void {
+  describe(`${title} (${name})`, { tags: name === "s3" ? ["s3"] : [] }, () => {
     let backend: Backend;
     let cleanup: () => Promise<void> = async () => {};
     beforeAll(async () => {

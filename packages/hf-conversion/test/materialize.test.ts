@@ -1,3 +1,4 @@
+// @module-tag torch
 import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";

@@ -1,3 +1,4 @@
+// @module-tag s3
 import { createHash, randomBytes } from "node:crypto";
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";

@@ -33,17 +33,21 @@ interface Backend {
 }
 
 let s3: { bucket: string; credentials: StoreCredentials; cleanup: () => Promise<void> } | undefined;
-beforeAll(async () => {
-  const env = s3TestEnv();
-  const { bucket, cleanup } = await createTestBucket(env, "retention");
-  s3 = { bucket, credentials: testCredentials(env), cleanup };
-});
+/** Creates the real-S3 bucket from inside the suites tagged s3 (the fast lane runs none of them). */
+function useS3Bucket(): void {
+  beforeAll(async () => {
+    if (s3 !== undefined) return;
+    const env = s3TestEnv();
+    const { bucket, cleanup } = await createTestBucket(env, "retention");
+    s3 = { bucket, credentials: testCredentials(env), cleanup };
+  });
+}
 afterAll(async () => {
   await s3?.cleanup();
 });
 
 let memoryStores = 0;
-const backends: Backend[] = [
+const localBackends: Backend[] = [
   {
     name: "memory",
     async storeFor(artifact) {
@@ -62,21 +66,22 @@ const backends: Backend[] = [
     },
     options: () => ({}),
   },
-  {
-    name: "s3 (real server)",
-    async storeFor(artifact) {
-      const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_${artifact.iteration}`;
-      return openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
-    },
-    options: () => ({ credentials: s3!.credentials }),
-  },
 ];
+const s3Backend: Backend = {
+  name: "s3 (real server)",
+  async storeFor(artifact) {
+    const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_${artifact.iteration}`;
+    return openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
+  },
+  options: () => ({ credentials: s3!.credentials }),
+};
 
 async function listing(dir: string): Promise<string[]> {
   return (await readdir(dir, { recursive: true })).sort();
 }
 
-describe.each(backends)("prune-verified against $name", (backend) => {
+const scenarios = (backend: Backend) => {
+  if (backend === s3Backend) useS3Bucket();
   async function published(): Promise<{ artifact: ArtifactFixture; store: ObjectStore; root: string }> {
     const root = await tempDir();
     const artifact = await makeArtifact(root);
@@ -200,9 +205,12 @@ describe.each(backends)("prune-verified against $name", (backend) => {
     expect(report.kept.map((k) => k.code)).toEqual(["not_an_artifact", "not_found"]);
     expect(await readFile(join(dir, "model.pt"), "utf8")).toBe("weights");
   });
-});
+};
+describe.each(localBackends)("prune-verified against $name", scenarios);
+describe.each([s3Backend])("prune-verified against $name", { tags: ["s3"] }, scenarios);
 
-describe("prune-verified against a real S3 server whose object contradicts itself", () => {
+describe("prune-verified against a real S3 server whose object contradicts itself", { tags: ["s3"] }, () => {
+  useS3Bucket();
   it("reports an error and keeps the artifact when an object claims the recorded digest with another size", async () => {
     const root = await tempDir();
     const artifact = await makeArtifact(root);

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdir, open, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
+import { makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
 import { afterEach, describe, expect, it } from "vitest";
 import { fingerprintDirectory, fingerprintOf } from "./fingerprint.js";
 import { hashDirectory } from "./hash.js";
@@ -71,7 +71,9 @@ describe("fingerprintDirectory", () => {
     });
   });
 
-  it("is exactly the documented definition: sha256 of the canonical JSON {files, mode, schema} (checked with Python's json)", async () => {
+  it("is exactly the documented definition: sha256 of the canonical JSON {files, mode, schema} (checked with Python's json)", {
+    tags: ["torch"],
+  }, async () => {
     const dir = await tempDir();
     await writeTree(dir, NAMES);
     for (const fast of [false, true]) {
@@ -82,7 +84,7 @@ describe("fingerprintDirectory", () => {
         "text = json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, separators=(',', ': ')) + '\\n'\n" +
         "print(hashlib.sha256(text.encode('utf-8')).hexdigest())\n";
       const doc = { schema: result.schema, mode: result.mode, files: result.files };
-      const python = execFileSync("/usr/bin/python3", ["-c", script], {
+      const python = execFileSync(TORCH_PYTHON, ["-c", script], {
         input: JSON.stringify(doc),
         encoding: "utf8",
       }).trim();

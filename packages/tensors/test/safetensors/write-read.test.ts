@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { bufferByteSource, openFileByteSource } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
+import { makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   type DType,
@@ -85,7 +85,7 @@ const fixtures: Fixture[] = [
 
 function numpyRead(path: string): Record<string, { dtype: string; shape: number[]; values: unknown[] }> {
   // python3 with numpy is a declared test dependency: a missing one fails this test.
-  const out = execFileSync("/usr/bin/python3", [join(import.meta.dirname, "numpy_read.py"), path], {
+  const out = execFileSync(TORCH_PYTHON, [join(import.meta.dirname, "numpy_read.py"), path], {
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
   });
@@ -107,7 +107,9 @@ describe("safetensors writer", () => {
     expect(plan.fileSize).toBe(plan.headerBytes.length + fixtures.reduce((a, f) => a + f.bytes.length, 0));
   });
 
-  it("writes a file numpy reads back with identical values, and ckpt reads back byte for byte", async () => {
+  it("writes a file numpy reads back with identical values, and ckpt reads back byte for byte", {
+    tags: ["torch"],
+  }, async () => {
     const dir = await tempDir();
     const path = join(dir, "model.safetensors");
     const written = await writeSafetensors(path, fixtures, provider, { metadata: { format: "pt" } });
@@ -185,7 +187,7 @@ describe("safetensors writer", () => {
     );
   });
 
-  it("writes shards plus an index that ckpt and numpy both read back", async () => {
+  it("writes shards plus an index that ckpt and numpy both read back", { tags: ["torch"] }, async () => {
     const dir = await tempDir();
     const result = await writeShardedSafetensors(dir, fixtures, provider, { maxShardBytes: 24 });
     const totalSize = fixtures.reduce((a, f) => a + f.bytes.length, 0);

@@ -4,10 +4,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { TORCH_PYTHON } from "@ckpt/test-utils";
 import { onTestFinished } from "vitest";
 
-/** Debian's interpreter, which has torch (the `python3` on PATH cannot import it). Missing torch fails the test. */
-export const PYTHON = "/usr/bin/python3";
+/** The torch interpreter (test-utils' TORCH_PYTHON). Missing torch fails the test. */
+export const PYTHON = TORCH_PYTHON;
 export const HELPER = join(import.meta.dirname, "torch_helper.py");
 
 const run = promisify(execFile);

@@ -1,3 +1,4 @@
+// @module-tag torch
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
