@@ -13,13 +13,12 @@ import { fetchArtifact } from "@ckpt/archive-reader";
 import { publishArtifact } from "@ckpt/archive-publisher";
 import type { ArchiveDeclaration } from "@ckpt/manifest";
 import { openStore } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { createTestBucket, makeTempDir, s3TestEnv, seedFrom, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkReceipt, checkRemoteArchive, checkStaged } from "../helpers/archive-state.js";
 import { type BuiltArtifact, writeArtifact } from "../helpers/artifact.js";
 import { cli, type RunResult, runNode } from "../helpers/crash.js";
 import { type FaultProxy, seededSchedule, startFaultProxy } from "../helpers/fault-proxy.js";
-import { seedFrom } from "../helpers/rng.js";
 
 const seed = seedFrom("CKPT_FAULT_SEED");
 const CHAINS = 5; // per command

@@ -9,7 +9,7 @@ import {
 } from "@ckpt/manifest";
 import { createFileStore, createMemoryStore, createS3Store, type ObjectStore } from "@ckpt/object-store";
 import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, onTestFinished } from "vitest";
+import { afterAll, beforeAll, describe } from "vitest";
 import { commitArtifact } from "../src/index.js";
 
 /** Opens a fresh, empty destination on one backend; the same label opens the same destination again. */
@@ -72,11 +72,7 @@ function describeOn(title: string, name: Backend["name"], body: (backend: () => 
 }
 
 /** A temporary directory removed when the current test finishes. */
-export async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-pub-");
-  onTestFinished(cleanup);
-  return dir;
-}
+export { testdir as tempDir } from "@ckpt/test-utils";
 
 /** Writes `files` (relative path → content) below `dir`. */
 export async function writeTree(dir: string, files: Record<string, string | Uint8Array>): Promise<void> {

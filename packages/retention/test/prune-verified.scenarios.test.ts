@@ -8,21 +8,10 @@ import {
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { createMemoryStore, type ObjectStore, openStore, type StoreCredentials } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, putRawObject, s3TestEnv, testCredentials } from "@ckpt/test-utils";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestBucket, putRawObject, s3TestEnv, testCredentials, testdir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PruneEvent, type PruneVerifiedOptions, pruneVerified } from "../src/index.js";
 import { type ArtifactFixture, makeArtifact, publishDirectly, writeReceipt } from "./fixtures.js";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-retention-");
-  cleanups.push(cleanup);
-  return dir;
-}
 
 /** A destination kind: where an artifact is published, and the options prune-verified gets for it. */
 interface Backend {
@@ -83,7 +72,7 @@ async function listing(dir: string): Promise<string[]> {
 const scenarios = (backend: Backend) => {
   if (backend === s3Backend) useS3Bucket();
   async function published(): Promise<{ artifact: ArtifactFixture; store: ObjectStore; root: string }> {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const store = await backend.storeFor(artifact, root);
     await publishDirectly(artifact, store);
@@ -153,7 +142,7 @@ const scenarios = (backend: Backend) => {
   });
 
   it("keeps an artifact without a receipt", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     expect((await keptWith(artifact)).kept.code).toBe("no_receipt");
   });
@@ -197,7 +186,7 @@ const scenarios = (backend: Backend) => {
   });
 
   it("keeps a full checkpoint under checkpoints/ (released by the retention policies instead)", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const dir = join(root, "run", "20260901120000", "checkpoints", "iter_000000100");
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, "model.pt"), "weights");
@@ -212,7 +201,7 @@ describe.each([s3Backend])("prune-verified against $name", { tags: ["s3"] }, sce
 describe("prune-verified against a real S3 server whose object contradicts itself", { tags: ["s3"] }, () => {
   useS3Bucket();
   it("reports an error and keeps the artifact when an object claims the recorded digest with another size", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_300`;
     const store = await openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
@@ -229,7 +218,7 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
   });
 
   it("keeps an artifact when the credentials address another endpoint than the receipt binds", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const store = await openStore(`s3://${s3!.bucket}/run-${randomBytes(4).toString("hex")}/iter_300`, {
       credentials: s3!.credentials,
@@ -247,7 +236,7 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
 
 describe("prune-verified with a lying or failing memory store", () => {
   async function publishedMemory() {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const name = `retention-lie-${randomBytes(4).toString("hex")}`;
     const prefix = "run/checkpoint_artifacts/iter_300";
