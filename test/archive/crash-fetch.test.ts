@@ -1,3 +1,5 @@
+// @module-tag crash
+// @module-tag s3
 // SIGKILL `ckpt artifact fetch` (the real CLI, a child process) at seeded random instants while
 // it stages an archive (10% of the kills over the CLI's start-up, 90% over the rest of an
 // uninterrupted run), and prove after every kill:

@@ -1,3 +1,4 @@
+// @module-tag crash
 // The crash harness itself: kills land inside the command's run, a torn write is caught (the
 // harness can fail), a replayed seed aims at the same instants, and a hang is reported.
 import { readFile, rm, stat } from "node:fs/promises";

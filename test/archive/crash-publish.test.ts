@@ -1,3 +1,5 @@
+// @module-tag crash
+// @module-tag s3
 // SIGKILL `ckpt artifact publish` (the real CLI, a child process) at seeded random instants
 // (10% of the kills uniform over the CLI's start-up, 90% uniform over the rest of an
 // uninterrupted run), and prove after every kill:

@@ -197,7 +197,7 @@ describe("seeded schedule", () => {
   });
 });
 
-describe("fault proxy in front of the real S3 server", () => {
+describe("fault proxy in front of the real S3 server", { tags: ["s3"] }, () => {
   let bucket: string;
   let cleanup: () => Promise<void>;
   beforeAll(async () => {

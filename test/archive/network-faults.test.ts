@@ -1,3 +1,4 @@
+// @module-tag s3
 // Publish and fetch through a loopback fault proxy in front of the real S3 server (Ceph RGW on
 // 127.0.0.1): per connection, a seeded schedule passes, resets (at connect, after the request,
 // mid-response), stalls or truncates. Every run must either complete or fail with a coded error
@@ -12,13 +13,12 @@ import { fetchArtifact } from "@ckpt/archive-reader";
 import { publishArtifact } from "@ckpt/archive-publisher";
 import type { ArchiveDeclaration } from "@ckpt/manifest";
 import { openStore } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { createTestBucket, makeTempDir, s3TestEnv, seedFrom, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkReceipt, checkRemoteArchive, checkStaged } from "../helpers/archive-state.js";
 import { type BuiltArtifact, writeArtifact } from "../helpers/artifact.js";
 import { cli, type RunResult, runNode } from "../helpers/crash.js";
 import { type FaultProxy, seededSchedule, startFaultProxy } from "../helpers/fault-proxy.js";
-import { seedFrom } from "../helpers/rng.js";
 
 const seed = seedFrom("CKPT_FAULT_SEED");
 const CHAINS = 5; // per command
@@ -61,7 +61,7 @@ function outcomeOf(result: RunResult, where: string): Outcome {
 
 describe("publish and fetch through network faults (real S3 behind a fault proxy)", () => {
   const env = s3TestEnv();
-  const upstreamPort = Number(new URL(env.endpoint).port);
+  const upstreamPort = () => Number(new URL(env.endpoint).port);
   let tmp: { dir: string; cleanup: () => Promise<void> };
   let bucket: string;
   let dropBucket: () => Promise<void>;
@@ -89,7 +89,7 @@ describe("publish and fetch through network faults (real S3 behind a fault proxy
   async function faultyPath(label: string, chain: number, attempt: number) {
     const runSeed = (seed + chain * 7919 + attempt * 104729) >>> 0;
     const proxy = await startFaultProxy({
-      upstreamPort,
+      upstreamPort: upstreamPort(),
       schedule: seededSchedule(
         runSeed,
         { pass: 3, reset: 1.5, stall: 0.5, truncate: 1 },
@@ -226,7 +226,7 @@ describe("publish and fetch through network faults (real S3 behind a fault proxy
     // (and a connection's sixth shard) break mid-body, again and again, each time further on.
     const limit = 1536 * 1024;
     const proxy = await startFaultProxy({
-      upstreamPort,
+      upstreamPort: upstreamPort(),
       schedule: () => ({ kind: "truncate", bytes: limit }),
     });
     const credentials = join(tmp.dir, "resume-proxy.json");
@@ -270,7 +270,7 @@ describe("publish and fetch through network faults (real S3 behind a fault proxy
     let proxy: FaultProxy | undefined;
     const open = async (action: "stall" | "pass", prefix: string) => {
       proxy = await startFaultProxy({
-        upstreamPort,
+        upstreamPort: upstreamPort(),
         schedule: (n) =>
           action === "stall" && n % 2 === 0 ? { kind: "stall", ms: 2_000 } : { kind: "pass" },
         maxFaults: 6,

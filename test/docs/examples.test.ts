@@ -4,6 +4,8 @@ import { createTestBucket, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import { BLOCK_TIMEOUT_MS, docPages, parseExamples, prepareSandbox } from "../../tools/docs/doc-examples.mjs";
 
+type Blocks = ReturnType<typeof parseExamples>;
+
 const pages = docPages().map(({ page, markdown }) => ({ page, blocks: parseExamples(markdown, page) }));
 
 describe("code examples in docs/*.md (convention: tools/docs/README.md)", () => {
@@ -15,43 +17,47 @@ describe("code examples in docs/*.md (convention: tools/docs/README.md)", () => 
   });
 
   const runnable = pages.filter(({ blocks }) => blocks.some((b) => b.run));
-  it.each(runnable.map(({ page, blocks }) => [page, blocks]))(
-    "%s: its examples run in order and exit as marked",
-    async (_, blocks) => {
-      const examples = blocks.filter((b) => b.run);
-      const extra: Record<string, string> = {};
-      let dropBucket = async () => {};
-      if (examples.some((b) => b.s3)) {
-        const env = s3TestEnv();
-        const { bucket, cleanup } = await createTestBucket(env, "docs");
-        dropBucket = cleanup;
-        Object.assign(extra, {
-          AWS_ENDPOINT_URL: env.endpoint,
-          AWS_ACCESS_KEY_ID: env.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: env.secretAccessKey,
-          AWS_REGION: env.region,
-          CKPT_BUCKET: bucket,
-        });
+  const needsS3 = (blocks: Blocks) => blocks.some((b) => b.run && b.s3);
+  const runExamples = async (_: string, blocks: Blocks) => {
+    const examples = blocks.filter((b) => b.run);
+    const extra: Record<string, string> = {};
+    let dropBucket = async () => {};
+    if (needsS3(blocks)) {
+      const env = s3TestEnv();
+      const { bucket, cleanup } = await createTestBucket(env, "docs");
+      dropBucket = cleanup;
+      Object.assign(extra, {
+        AWS_ENDPOINT_URL: env.endpoint,
+        AWS_ACCESS_KEY_ID: env.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: env.secretAccessKey,
+        AWS_REGION: env.region,
+        CKPT_BUCKET: bucket,
+      });
+    }
+    const sandbox = await prepareSandbox(extra);
+    try {
+      if (extra.CKPT_BUCKET !== undefined) {
+        const credentials = join(sandbox.scratch, ".credentials.json");
+        await writeFile(credentials, JSON.stringify(testCredentials(s3TestEnv())));
+        sandbox.env.CKPT_CREDENTIALS = credentials;
       }
-      const sandbox = await prepareSandbox(extra);
-      try {
-        if (extra.CKPT_BUCKET !== undefined) {
-          const credentials = join(sandbox.scratch, ".credentials.json");
-          await writeFile(credentials, JSON.stringify(testCredentials(s3TestEnv())));
-          sandbox.env.CKPT_CREDENTIALS = credentials;
-        }
-        for (const block of examples) {
-          const result = await sandbox.run(block);
-          const context = `${block.page}:${block.line} exited ${result.code}, expected ${block.exit}\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
-          expect(result.code, context).toBe(block.exit);
-        }
-      } finally {
-        await sandbox.dispose();
-        await dropBucket();
+      for (const block of examples) {
+        const result = await sandbox.run(block);
+        const context = `${block.page}:${block.line} exited ${result.code}, expected ${block.exit}\n--- stdout\n${result.stdout}\n--- stderr\n${result.stderr}`;
+        expect(result.code, context).toBe(block.exit);
       }
-    },
-    BLOCK_TIMEOUT_MS * 4,
-  );
+    } finally {
+      await sandbox.dispose();
+      await dropBucket();
+    }
+  };
+  const title = "%s: its examples run in order and exit as marked";
+  const cases = (s3: boolean) =>
+    runnable
+      .filter(({ blocks }) => needsS3(blocks) === s3)
+      .map(({ page, blocks }) => [page, blocks] as const);
+  it.each(cases(false))(title, runExamples, BLOCK_TIMEOUT_MS * 4);
+  it.each(cases(true))(title, { tags: ["s3"], timeout: BLOCK_TIMEOUT_MS * 4 }, runExamples);
 });
 
 describe("the convention's parser", () => {

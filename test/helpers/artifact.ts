@@ -10,7 +10,7 @@ import {
   formatIterDir,
   serializeArtifactManifest,
 } from "@ckpt/manifest";
-import { mulberry32 } from "./rng.js";
+import { mulberry32 } from "@ckpt/test-utils";
 
 export const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
 

@@ -8,7 +8,7 @@
 //   truncate  forward only the first `bytes` bytes of the response, then close (FIN) both sides
 // Faults are bounded in number (`maxFaults`, then every connection passes) and in time.
 import { createConnection, createServer, type Server, type Socket } from "node:net";
-import { mulberry32, randomInt } from "./rng.js";
+import { mulberry32, randomInt } from "@ckpt/test-utils";
 
 export type FaultAction =
   | { readonly kind: "pass" }

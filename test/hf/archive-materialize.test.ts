@@ -1,3 +1,5 @@
+// @module-tag torch
+// @module-tag s3
 // `ckpt materialize-hf --artifact-uri` against the real S3 server (Ceph RGW): the remote
 // manifest's model descriptor decides the skip; the artifact is fetched (digest-checked) only for
 // a build; staging defaults to <out>.stage and only what the run created is removed.

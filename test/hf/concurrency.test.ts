@@ -1,3 +1,4 @@
+// @module-tag torch
 // Two `ckpt materialize-hf` processes on one --out (real processes of the built CLI): one
 // materializer at a time through <out>.lock, decisions taken under it.
 import { readFile, stat } from "node:fs/promises";

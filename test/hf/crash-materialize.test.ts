@@ -1,3 +1,5 @@
+// @module-tag torch
+// @module-tag crash
 // SIGKILL `ckpt materialize-hf` (the real CLI, a child process) at seeded random instants and
 // prove after every kill:
 // - fresh rounds (no output yet): <out> is absent, or complete and marked for the request;

@@ -1,3 +1,4 @@
+// @module-tag torch
 // Output shards of `ckpt materialize-hf` read back by an independent reader: Python with json,
 // struct, numpy and torch (read_output.py), which re-derives every expected tensor from
 // torch.load of the source model.pt under the documented expert layouts and compares bit for bit.

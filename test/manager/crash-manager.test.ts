@@ -1,3 +1,4 @@
+// @module-tag crash
 // SIGKILL a child process that saves in a loop through the built @ckpt/trainer-checkpoint-manager
 // (test/manager/fixtures/save-loop.mjs) at seeded random instants, and prove after every kill:
 // - latest_checkpoint.txt names a complete checkpoint (every component whole, with the bytes of

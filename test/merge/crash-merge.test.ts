@@ -1,3 +1,5 @@
+// @module-tag torch
+// @module-tag crash
 // SIGKILL `ckpt merge` (the built CLI, a child process) at seeded random instants (10% of the kills
 // over the CLI's start-up, 90% over the rest of an uninterrupted run) and prove after every kill:
 // - the artifact directory is absent (no earlier output), byte-identical to the earlier output, or

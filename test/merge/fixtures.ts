@@ -2,10 +2,11 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { TORCH_PYTHON } from "@ckpt/test-utils";
 import { REPO_ROOT } from "../helpers/crash.js";
 
-/** Debian's interpreter, which has torch (the `python3` on PATH cannot import it). */
-export const PYTHON = "/usr/bin/python3";
+/** The torch interpreter (test-utils' TORCH_PYTHON). */
+export const PYTHON = TORCH_PYTHON;
 export const runProcess = promisify(execFile);
 
 /**

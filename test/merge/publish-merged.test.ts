@@ -1,3 +1,4 @@
+// @module-tag torch
 // A merged artifact is an ordinary artifact: the publisher archives its model, native manifest,
 // completion record and in-artifact diagnostics; after publishing, the identical merge request
 // still skips (the receipt beside it is not the merge's, and a skip writes nothing), while a

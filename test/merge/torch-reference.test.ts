@@ -1,3 +1,4 @@
+// @module-tag torch
 // ckpt's merge against the PyTorch reference (tools/bench/reference_merge.py, torch.load + F32 math
 // + torch.save, run by Debian's /usr/bin/python3 with torch): every merged tensor must be the same
 // bits. Inputs: the HF fixture generator's dense base and experts (tools/fixtures), and experts

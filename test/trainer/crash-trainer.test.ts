@@ -1,3 +1,5 @@
+// @module-tag torch
+// @module-tag crash
 // SIGKILL the example PyTorch trainer, and separately its ckpt-trainer sidecar, at seeded random
 // instants (most of them after the interpreter's start-up, many while a save is being written),
 // then rerun the unchanged command (resume=auto). After every kill, latest_checkpoint.txt is

@@ -1,3 +1,4 @@
+// @module-tag torch
 // The emergency save on the sentinel file: a run sees $SLURM_LOG_DIR/SIGUSR1_RECEIVED at a step
 // boundary, writes one full checkpoint, exits 0; the unchanged command resumes from it and ends
 // with weights bit-identical to an uninterrupted run.

@@ -1,3 +1,4 @@
+// @module-tag crash
 // The crash harness's additions for trainer suites: any executable (not only node), a victim other
 // than the command's own process (the sidecar a trainer spawned), and kill instants counted from a
 // marker the program prints once its start-up is over.

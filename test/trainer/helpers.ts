@@ -11,10 +11,11 @@ import {
   readLatestPointer,
 } from "@ckpt/manifest";
 import { verifyTensorFile } from "@ckpt/tensors";
+import { TORCH_PYTHON } from "@ckpt/test-utils";
 import { type NodeCommand, REPO_ROOT, type RunResult, runNode } from "../helpers/crash.js";
 
-/** Debian's interpreter: the one that imports torch (the `python3` on PATH may not). */
-export const PYTHON = "/usr/bin/python3";
+/** The torch interpreter (test-utils' TORCH_PYTHON). */
+export const PYTHON = TORCH_PYTHON;
 /**
  * The built sidecar, or `$CKPT_TRAINER_BIN_JS` (a pinned copy, e.g. a bundle, so a rebuild of the
  * workspace during a long local run cannot pull files from under it).

@@ -1,3 +1,4 @@
+// @module-tag torch
 // `ckpt-trainer slurm-template` under bash with a real SIGUSR1 to the batch shell only (what
 // `--signal=B:SIGUSR1@N` and `scancel --signal=USR1 --batch` deliver): the trap writes the sentinel,
 // the trainer sees it at its next step boundary, saves and exits 0, the script exits 0; the

@@ -1,3 +1,4 @@
+// @module-tag torch
 // Two ranks (torch.distributed, gloo on CPU) save in the dcp format: rank 0's sidecar plans and
 // commits, each rank writes its own shard into model/ and optim/ (torch.save: Debian's torch 1.13
 // cannot import its DCP module under Python 3.11), and on resume each rank reads back exactly its

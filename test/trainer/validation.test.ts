@@ -1,3 +1,4 @@
+// @module-tag torch
 // Seed 001 "Pending model validation" driven by the example PyTorch trainer: with
 // validation.save_checkpoint the validated step is saved evaluation-pending, validated, then
 // published through complete_validation; a publication that fails stays publication-pending and

@@ -2,6 +2,16 @@ import { basename } from "node:path";
 import { defineConfig } from "vitest/config";
 
 /**
+ * The tags that keep a test out of the fast lane (`pnpm test:unit`, i.e. `vitest run --mode unit`):
+ * a file says `// @module-tag s3`, a suite or test `{ tags: ["s3"] }`. The normal `test` runs them all.
+ */
+export const SLOW_LANE_TAGS = [
+  { name: "s3", description: "Talks to a real S3 server (Ceph RGW) through the shared global setup." },
+  { name: "torch", description: "Runs PyTorch or numpy through the test interpreter (CKPT_TEST_PYTHON)." },
+  { name: "crash", description: "Kills child processes mid-operation and checks what survives." },
+] as const;
+
+/**
  * One test config for every workspace package. When CKPT_REPORT_DIR is set (CI), each package
  * also writes a JSON report there, which .ci/run sums into its closing `ci:` line.
  */
@@ -12,20 +22,26 @@ export function packageTests(
   const reportDir = process.env.CKPT_REPORT_DIR;
   const reporters: Array<string | [string, Record<string, unknown>]> = ["default"];
   if (reportDir) reporters.push(["json", { outputFile: `${reportDir}/${basename(packageDir)}.json` }]);
-  return defineConfig({
-    test: {
-      include: overrides.include ?? ["src/**/*.test.ts", "test/**/*.test.ts"],
-      testTimeout: overrides.testTimeout ?? 30_000,
-      hookTimeout: 120_000,
-      pool: "forks",
-      maxWorkers: 2,
-      reporters,
-      passWithNoTests: true,
-      // Tests that talk to a real S3 server find it through tools/test-utils' global setup: the
-      // server named by the environment (CI), else a private Ceph RGW started for this run.
-      ...(overrides.realS3
-        ? { globalSetup: [`${import.meta.dirname}/../test-utils/src/s3-global-setup.ts`] }
-        : {}),
-    },
+  return defineConfig(({ mode }) => {
+    const unitLane = mode === "unit";
+    return {
+      test: {
+        include: overrides.include ?? ["src/**/*.test.ts", "test/**/*.test.ts"],
+        testTimeout: overrides.testTimeout ?? 30_000,
+        hookTimeout: 120_000,
+        pool: "forks",
+        maxWorkers: 2,
+        reporters,
+        passWithNoTests: true,
+        tags: [...SLOW_LANE_TAGS],
+        ...(unitLane ? { tagsFilter: [SLOW_LANE_TAGS.map((t) => `!${t.name}`).join(" && ")] } : {}),
+        // Tests that talk to a real S3 server find it through tools/test-utils' global setup: the
+        // server named by the environment (CI), else a private Ceph RGW started for this run. The
+        // fast lane runs no S3 test, so it starts no server.
+        ...(overrides.realS3 && !unitLane
+          ? { globalSetup: [`${import.meta.dirname}/../test-utils/src/s3-global-setup.ts`] }
+          : {}),
+      },
+    };
   });
 }

@@ -1,13 +1,12 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
 async function artifactDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-cli-commit-");
-  onTestFinished(cleanup);
+  const dir = await testdir("ckpt-cli-commit-");
   const iter = join(dir, "checkpoint_artifacts", "iter_000000300");
   await mkdir(iter, { recursive: true });
   await writeFile(join(iter, "model.pt"), "weights");

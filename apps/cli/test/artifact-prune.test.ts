@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
@@ -10,8 +10,7 @@ const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 
 /** A committed artifact published to a file:// archive with the real commit and publish commands. */
 async function published(iteration = 300): Promise<{ root: string; dir: string; env: NodeJS.ProcessEnv }> {
-  const { dir: root, cleanup } = await makeTempDir("ckpt-cli-prune-");
-  onTestFinished(cleanup);
+  const root = await testdir("ckpt-cli-prune-");
   const dir = join(root, "run", "checkpoint_artifacts", `iter_${String(iteration).padStart(9, "0")}`);
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "model.pt"), "w".repeat(2048));

@@ -1,7 +1,7 @@
 import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { artifactDestinationUri } from "../src/commands/artifact/publish.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
@@ -9,8 +9,7 @@ import { captureIo } from "./helpers/capture.js";
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 
 async function setup(model = "weights"): Promise<{ root: string; dir: string; env: NodeJS.ProcessEnv }> {
-  const { dir: root, cleanup } = await makeTempDir("ckpt-cli-publish-");
-  onTestFinished(cleanup);
+  const root = await testdir("ckpt-cli-publish-");
   const dir = join(root, "run", "checkpoint_artifacts", "iter_000000300");
   await mkdir(dir, { recursive: true });
   await writeFile(join(dir, "model.pt"), model);

@@ -1,6 +1,6 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
+import { makeTempDir, testdir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { commands } from "../src/commands/index.js";
 import { type CommandEntry, isGroup } from "../src/commands/registry.js";
@@ -53,8 +53,7 @@ describe("every command keeps the CLI contract (new commands are picked up from 
 
 describe("global behaviour", () => {
   it("--quiet draws no progress even on a terminal; without it progress goes to stderr only", async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-cli-contract-");
-    onTestFinished(cleanup);
+    const dir = await testdir("ckpt-cli-contract-");
     await writeFile(join(dir, "model.safetensors"), "W".repeat(1 << 16));
     const drawn = captureIo({ interactive: true });
     expect(await runCli(["fingerprint", dir], drawn.io)).toBe(0);

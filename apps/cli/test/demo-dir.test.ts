@@ -1,23 +1,14 @@
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { DEMO_MARKER_FILE, prepareDemoDir } from "../src/demo/directory.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
-let cleanup: () => Promise<void> = async () => {};
-afterEach(() => cleanup());
-
-async function scratch(): Promise<string> {
-  const made = await makeTempDir("ckpt-demo-dir-");
-  cleanup = made.cleanup;
-  return made.dir;
-}
-
 describe("the demo directory marker", () => {
   it("ckpt demo refuses an existing directory without its marker and leaves it untouched", async () => {
-    const dir = join(await scratch(), "mine");
+    const dir = join(await testdir(), "mine");
     await mkdir(dir);
     await writeFile(join(dir, "notes.txt"), "keep me");
     const c = captureIo();
@@ -29,7 +20,7 @@ describe("the demo directory marker", () => {
   });
 
   it("--clean refuses a directory without the marker", async () => {
-    const dir = await scratch();
+    const dir = await testdir();
     await writeFile(join(dir, "data.bin"), "x");
     const c = captureIo();
     expect(await runCli(["demo", "--dir", dir, "--clean"], c.io)).toBe(2);
@@ -38,7 +29,7 @@ describe("the demo directory marker", () => {
   });
 
   it("--clean removes a demo directory, and keeps files the demo did not make", async () => {
-    const root = await scratch();
+    const root = await testdir();
     const dir = join(root, "demo");
     expect(await prepareDemoDir(dir)).toBe("created");
     const marker = JSON.parse(await readFile(join(dir, DEMO_MARKER_FILE), "utf8")) as { schema: string };
@@ -59,7 +50,7 @@ describe("the demo directory marker", () => {
   });
 
   it("a directory the demo made is reused: its earlier results are cleared", async () => {
-    const dir = join(await scratch(), "demo");
+    const dir = join(await testdir(), "demo");
     await prepareDemoDir(dir);
     await mkdir(join(dir, "archive"), { recursive: true });
     await writeFile(join(dir, "archive", "old"), "previous run");

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { inCI, makeTempDir } from "@ckpt/test-utils";
+import { inCI, makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
 import { afterEach, describe, expect, it } from "vitest";
 import { freshState, makeTask, PARAM_SPECS, trainStep, validationLoss } from "../src/demo/model.js";
 import { readTrainState, writeComponents } from "../src/demo/state-files.js";
@@ -44,9 +44,11 @@ describe("the demo trainer", () => {
     }
   });
 
-  it("writes a model.pt that PyTorch loads as {'net': bf16 state_dict} with Hugging Face names", async (ctx) => {
-    if (!existsSync("/usr/bin/python3")) {
-      if (inCI) throw new Error("/usr/bin/python3 with torch is required in CI");
+  it("writes a model.pt that PyTorch loads as {'net': bf16 state_dict} with Hugging Face names", {
+    tags: ["torch"],
+  }, async (ctx) => {
+    if (!existsSync(TORCH_PYTHON)) {
+      if (inCI) throw new Error(`${TORCH_PYTHON} with torch is required in CI`);
       ctx.skip();
     }
     const made = await makeTempDir("ckpt-demo-trainer-");
@@ -56,7 +58,7 @@ describe("the demo trainer", () => {
     const model = join(made.dir, "model.pt");
     await writeComponents({ model }, state, { taskSeed: 11, dataSeed: 101 });
     const out = execFileSync(
-      "/usr/bin/python3",
+      TORCH_PYTHON,
       [
         "-c",
         "import sys,torch,json; sd=torch.load(sys.argv[1])['net']; print(json.dumps({k:[str(v.dtype),list(v.shape)] for k,v in sd.items()}))",

@@ -1,24 +1,13 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-cli-doctor-");
-  cleanups.push(cleanup);
-  return dir;
-}
-
 describe("ckpt doctor store", () => {
   it("qualifies a file:// store: exit 0 and a JSON report of every check", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const c = captureIo();
     expect(await runCli(["doctor", "store", `file://${dir}/archive`, "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
@@ -50,7 +39,7 @@ describe("ckpt doctor store", () => {
   });
 
   it("exits 1 with the failed checks when the store cannot be qualified", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "not-a-dir"), "x");
     const c = captureIo();
     expect(await runCli(["doctor", "store", `file://${dir}/not-a-dir/archive`], c.io)).toBe(1);
@@ -69,7 +58,7 @@ describe("ckpt doctor store", () => {
   });
 
   it("exits 2 for an unreadable credentials file without echoing its contents", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "creds.secret");
     await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
     const c = captureIo();
@@ -94,7 +83,7 @@ describe("ckpt doctor store", () => {
   });
 
   it("takes the credentials from $CKPT_CREDENTIALS like every store command", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "creds.secret");
     await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
     const c = captureIo({ env: { HOME: dir, CKPT_CREDENTIALS: path } });
@@ -105,7 +94,7 @@ describe("ckpt doctor store", () => {
 
 describe("ckpt doctor storage", () => {
   it("probes a local directory: every step ok, the tier and its promise, exit 0; --expect shared fails it", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const c = captureIo();
     expect(await runCli(["doctor", "storage", dir, "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
@@ -133,7 +122,7 @@ describe("ckpt doctor storage", () => {
   });
 
   it("prints the volume, one row per step and the promise for humans", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const c = captureIo();
     expect(await runCli(["doctor", "storage", dir], c.io)).toBe(0);
     const lines = c.out().trimEnd().split("\n");

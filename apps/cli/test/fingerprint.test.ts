@@ -1,13 +1,12 @@
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
 async function hfDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-cli-fingerprint-");
-  onTestFinished(cleanup);
+  const dir = await testdir("ckpt-cli-fingerprint-");
   await writeFile(join(dir, "config.json"), '{"hidden_size": 8}\n');
   await writeFile(join(dir, "model.safetensors"), "W".repeat(4096));
   return dir;

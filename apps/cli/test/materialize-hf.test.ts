@@ -1,3 +1,4 @@
+// @module-tag torch
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";

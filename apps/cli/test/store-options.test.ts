@@ -1,19 +1,13 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { createProgress } from "../src/progress.js";
 import { resolveStoreDefaults } from "../src/store-options.js";
 import { captureIo } from "./helpers/capture.js";
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
 async function home(config?: string): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-cli-home-");
-  cleanups.push(cleanup);
+  const dir = await testdir("ckpt-cli-home-");
   if (config !== undefined) {
     await mkdir(join(dir, ".config", "ckpt"), { recursive: true });
     await writeFile(join(dir, ".config", "ckpt", "config.json"), config);

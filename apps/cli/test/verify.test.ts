@@ -1,8 +1,8 @@
 import { copyFile, mkdir, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeSafetensors, writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { type VerifyReport, verifyProblemCodes } from "../src/commands/verify.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
@@ -18,12 +18,6 @@ const DCP_FIXTURE = join(
   "fixtures",
   "dcp-p2",
 );
-
-async function scratch(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-cli-verify-");
-  onTestFinished(cleanup);
-  return dir;
-}
 
 async function torchFile(path: string, values: number[]): Promise<void> {
   await mkdir(join(path, ".."), { recursive: true });
@@ -58,7 +52,7 @@ const problemCodes = (report: VerifyOutput) => report.problems.map((p) => `${p.c
 
 describe("ckpt verify: artifacts and stages", () => {
   async function committedArtifact(): Promise<{ root: string; dir: string }> {
-    const root = await scratch();
+    const root = await testdir();
     const dir = join(root, "run", "20260101000000", "checkpoint_artifacts", "iter_000000300");
     await torchFile(join(dir, "model.pt"), [1, 2, 3, 4]);
     expect(
@@ -88,7 +82,7 @@ describe("ckpt verify: artifacts and stages", () => {
   });
 
   it("an iter dir under checkpoint_artifacts without a manifest is judged as an unfinished artifact", async () => {
-    const root = await scratch();
+    const root = await testdir();
     const dir = join(root, "checkpoint_artifacts", "iter_000000005");
     await torchFile(join(dir, "model.pt"), [1]);
     const { code, report } = await verifyJson(dir);
@@ -131,7 +125,7 @@ describe("ckpt verify: artifacts and stages", () => {
 
 describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
   it("a full checkpoint iter dir with a DCP optimizer; --deep finds a changed byte only the zip CRC can see", async () => {
-    const root = await scratch();
+    const root = await testdir();
     const dir = join(root, "checkpoints", "iter_000000100");
     await torchFile(join(dir, "model.pt"), [1, 2, 3, 4, 5, 6, 7, 8]);
     await torchFile(join(dir, "trainer.pt"), [100]);
@@ -158,7 +152,7 @@ describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
   });
 
   it("a DCP directory on its own", async () => {
-    const dir = join(await scratch(), "optim");
+    const dir = join(await testdir(), "optim");
     await mkdir(dir);
     for (const f of [".metadata", "__0_0.distcp", "__1_0.distcp"])
       await copyFile(join(DCP_FIXTURE, f), join(dir, f));
@@ -169,7 +163,7 @@ describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
   });
 
   it("a .safetensors file: structure by default, NaN/Inf with --finite", async () => {
-    const path = join(await scratch(), "model.safetensors");
+    const path = join(await testdir(), "model.safetensors");
     const values = new Float32Array([1, Number.NaN, -Infinity, 4]);
     await writeSafetensors(
       path,
@@ -192,7 +186,7 @@ describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
   });
 
   it("prints a verdict line and a problem table; colour only when the terminal allows it", async () => {
-    const path = join(await scratch(), "model.pt");
+    const path = join(await testdir(), "model.pt");
     await torchFile(path, [1, Number.NaN]);
     const plain = captureIo();
     expect(await runCli(["verify", path, "--finite"], plain.io)).toBe(1);
@@ -211,7 +205,7 @@ describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
 
 describe("ckpt verify: Hugging Face directories", () => {
   it("index, shards and headers through hf-conversion's check; a lost shard is HF_SHARD_MISSING; --finite scans shards", async () => {
-    const dir = join(await scratch(), "hf");
+    const dir = join(await testdir(), "hf");
     const values = new Float32Array([1, 2, Number.POSITIVE_INFINITY, 4]);
     await writeShardedSafetensors(
       dir,
@@ -242,7 +236,7 @@ describe("ckpt verify: Hugging Face directories", () => {
 
 describe("ckpt verify: unusable input exits 2", () => {
   it("a missing path, a directory of unknown kind, a file of no tensor format", async () => {
-    const root = await scratch();
+    const root = await testdir();
     const missing = await verifyJson(join(root, "nope"));
     expect([missing.code, missing.report.error.code]).toEqual([2, "VERIFY_PATH_MISSING"]);
     await mkdir(join(root, "photos"));
@@ -253,7 +247,7 @@ describe("ckpt verify: unusable input exits 2", () => {
   });
 
   it("--kind forces a kind; --help teaches with examples", async () => {
-    const dir = join(await scratch(), "weights");
+    const dir = join(await testdir(), "weights");
     await torchFile(join(dir, "model.pt"), [1]);
     await torchFile(join(dir, "trainer.pt"), [1]);
     expect((await verifyJson(dir)).report.kind).toBe("checkpoint");

@@ -1,13 +1,13 @@
+// @module-tag torch
 // Runs the Python client's tests (test/python/test_client.py) against the built sidecar in one
 // Python process, then reports one vitest case per Python test so a failure names it.
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it } from "vitest";
+import { makeTempDir, TORCH_PYTHON as PYTHON } from "@ckpt/test-utils";
+import { describe, expect, it, TestRunner } from "vitest";
 import { PYTHON_CLIENT_DIR } from "../src/package-files.js";
 
-const PYTHON = "/usr/bin/python3";
 const HERE = join(import.meta.dirname, "python");
 /** The built sidecar, or `$CKPT_TRAINER_BIN_JS` (a pinned copy that a concurrent rebuild cannot remove). */
 const BIN = process.env.CKPT_TRAINER_BIN_JS ?? join(import.meta.dirname, "..", "dist", "bin.js");
@@ -50,8 +50,13 @@ async function runAll(): Promise<Record<string, { ok: boolean; detail: string }>
   }
 }
 
+// Listing starts Python at collection, so it happens only in a run that keeps torch-tagged tests.
+const ids = TestRunner.matchesTags(["torch"])
+  ? listTests()
+  : ["skipped: the run excludes torch-tagged tests"];
+
 describe("ckpt_trainer_client.py against the sidecar", () => {
-  for (const id of listTests()) {
+  for (const id of ids) {
     it(id.replace(/^test_client\./, ""), { timeout: 600_000 }, async () => {
       const outcome = (await runAll())[id];
       expect(outcome, `no outcome for ${id}\n${log}`).toBeDefined();

@@ -9,7 +9,7 @@ import {
 } from "@ckpt/manifest";
 import { createFileStore, createMemoryStore, createS3Store, type ObjectStore } from "@ckpt/object-store";
 import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, onTestFinished } from "vitest";
+import { afterAll, beforeAll, describe } from "vitest";
 import { commitArtifact } from "../src/index.js";
 
 /** Opens a fresh, empty destination on one backend; the same label opens the same destination again. */
@@ -23,7 +23,11 @@ export interface Backend {
  * shared global setup provides (one bucket per test file, one prefix per label).
  */
 export function describeEachBackend(title: string, body: (backend: () => Backend) => void): void {
-  describe.each(["memory", "file", "s3"] as const)(`${title} (%s)`, (name) => {
+  for (const name of ["memory", "file", "s3"] as const) describeOn(title, name, body);
+}
+
+function describeOn(title: string, name: Backend["name"], body: (backend: () => Backend) => void): void {
+  describe(`${title} (${name})`, { tags: name === "s3" ? ["s3"] : [] }, () => {
     let backend: Backend;
     let cleanup: () => Promise<void> = async () => {};
     beforeAll(async () => {
@@ -68,11 +72,7 @@ export function describeEachBackend(title: string, body: (backend: () => Backend
 }
 
 /** A temporary directory removed when the current test finishes. */
-export async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-pub-");
-  onTestFinished(cleanup);
-  return dir;
-}
+export { testdir as tempDir } from "@ckpt/test-utils";
 
 /** Writes `files` (relative path → content) below `dir`. */
 export async function writeTree(dir: string, files: Record<string, string | Uint8Array>): Promise<void> {

@@ -11,8 +11,8 @@ import {
 } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
 import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   fetchArtifact,
   judgeExpectations,
@@ -31,20 +31,9 @@ const DESTINATION = {
   prefix: "p/checkpoint_artifacts/iter_000000300",
 } as const;
 
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups) await c();
-  cleanups = [];
-});
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-verify-local-");
-  cleanups.push(cleanup);
-  return dir;
-}
-
 /** torch.save bytes of one F32 tensor (written by ckpt's writer, read by the real reader). */
 async function torchBytes(values: number[], name = "w"): Promise<Uint8Array> {
-  const dir = await tempDir();
+  const dir = await testdir();
   const path = join(dir, "t.pt");
   await writeTorchFile(path, {
     tree: { [name]: { dtype: "F32", shape: [values.length] } },
@@ -74,7 +63,7 @@ async function writeFiles(dir: string, files: ReadonlyMap<string, Uint8Array>): 
 
 /** An artifact directory under <tmp>/checkpoint_artifacts/iter_000000300. */
 async function artifactDir(artifact: TestArtifact): Promise<string> {
-  const dir = join(await tempDir(), "checkpoint_artifacts", "iter_000000300");
+  const dir = join(await testdir(), "checkpoint_artifacts", "iter_000000300");
   await writeFiles(dir, artifact.files);
   return dir;
 }
@@ -161,7 +150,7 @@ describe("verifyArtifactDir", () => {
     expect(invalid.problems).toEqual([
       expect.objectContaining({ code: "RECORD_INVALID", cause: "JSON_TRUNCATED" }),
     ]);
-    const elsewhere = join(await tempDir(), "iter_000000400");
+    const elsewhere = join(await testdir(), "iter_000000400");
     await writeFiles(elsewhere, artifact.files);
     expect(codes(await verifyArtifactDir(elsewhere))).toEqual([
       `ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
@@ -195,7 +184,7 @@ describe("verifyStagedDir", () => {
       extras: new Map([[".merge-complete.json", text("{}\n")]]),
     });
     await putArchive(store, artifact);
-    const report = await fetchArtifact(store, await tempDir());
+    const report = await fetchArtifact(store, await testdir());
     return { dir: report.stagedDir, artifact };
   }
 
@@ -223,7 +212,7 @@ describe("verifyStagedDir", () => {
 
 describe("verifyCheckpointDir", () => {
   async function checkpoint(parts: { optim?: boolean; trainer?: boolean } = {}): Promise<string> {
-    const dir = join(await tempDir(), "checkpoints", "iter_000000100");
+    const dir = join(await testdir(), "checkpoints", "iter_000000100");
     const files = new Map<string, Uint8Array>([["model.pt", model]]);
     if (parts.trainer !== false) files.set("trainer.pt", trainer);
     if (parts.optim !== false) for (const [n, b] of dcp) files.set(`optim/${n}`, b);
@@ -279,7 +268,7 @@ describe("verifyCheckpointDir", () => {
   });
 
   it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
-    const dir = join(await tempDir(), "iter_000000012");
+    const dir = join(await testdir(), "iter_000000012");
     const success = serializeMultiRoleSuccess({
       schema: "posttrain.multi-role-boundary.v1",
       iteration: 12,
@@ -301,7 +290,7 @@ describe("verifyCheckpointDir", () => {
   });
 
   it("a copied direct object-store checkpoint: control files by digest, DCP components by their .metadata", async () => {
-    const dir = join(await tempDir(), "iter_000000100");
+    const dir = join(await testdir(), "iter_000000100");
     const generation = "g0001";
     const files = new Map<string, Uint8Array>([[`.posttrain/generations/${generation}/trainer.pt`, trainer]]);
     for (const c of ["model", "optim"]) for (const [n, b] of dcp) files.set(`${c}/${n}`, b);
@@ -357,7 +346,7 @@ describe("judgeExpectations", () => {
 
 describe("verifyMaterializedDir", () => {
   async function hfDir(values: number[]): Promise<string> {
-    const dir = await tempDir();
+    const dir = await testdir();
     const result = await writeShardedSafetensors(
       dir,
       [

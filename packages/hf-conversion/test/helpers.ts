@@ -1,7 +1,5 @@
 import { cp, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterAll } from "vitest";
 
 export {
   type HfFixture as Fixture,
@@ -11,12 +9,8 @@ export {
 
 import { makeModelArtifact } from "@ckpt/test-utils";
 
-/** A scratch directory for this test file, removed after it. */
-export async function scratchDir(prefix = "ckpt-hf-"): Promise<string> {
-  const { dir, cleanup } = await makeTempDir(prefix);
-  afterAll(cleanup);
-  return dir;
-}
+/** A scratch directory for this test file (made in its beforeAll), removed when it ends. */
+export { testdir as scratchDir } from "@ckpt/test-utils";
 
 /** A committed consolidated artifact `<root>/iter_<n>` holding a copy of `modelPt` and its native manifest. */
 export function makeArtifact(root: string, modelPt: string, iteration = 100): Promise<string> {

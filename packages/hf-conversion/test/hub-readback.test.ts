@@ -1,3 +1,4 @@
+// @module-tag torch
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
 import { localHubFetch } from "@ckpt/test-utils";

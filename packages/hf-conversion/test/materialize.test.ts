@@ -1,3 +1,4 @@
+// @module-tag torch
 import { execFileSync } from "node:child_process";
 import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";

@@ -1,3 +1,4 @@
+// @module-tag torch
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";

@@ -1,3 +1,4 @@
+// @module-tag torch
 import { appendFile, copyFile, rename } from "node:fs/promises";
 import { join } from "node:path";
 import { hashFile } from "@ckpt/manifest";

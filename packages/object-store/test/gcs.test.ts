@@ -3,8 +3,8 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { buffer } from "node:stream/consumers";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createGcsStore } from "../src/gcs/store.js";
 import { type FakeGcsServer, startFakeGcsServer } from "./helpers/fake-gcs-server.js";
 
@@ -93,8 +93,7 @@ describe("GCS backend (JSON API) against a recording fake", () => {
   });
 
   it("large puts use a resumable upload in chunks; bytes and sha256 metadata arrive intact", async () => {
-    const { dir, cleanup } = await makeTempDir();
-    onTestFinished(cleanup);
+    const dir = await testdir();
     const data = randomBytes(3 * MiB + 77);
     await writeFile(join(dir, "model.pt"), data);
     const s = store();

@@ -28,17 +28,18 @@ const noWait = { retries: 3, sleep: async () => {} };
 const MiB = 1024 * 1024;
 
 let bucket = "";
-let cleanup: () => Promise<void> = async () => {};
-beforeAll(async () => {
-  ({ bucket, cleanup } = await createTestBucket(env, "behaviour"));
-});
-afterAll(() => cleanup());
 
 function store(prefix = `t-${randomBytes(3).toString("hex")}`) {
   return createS3Store({ bucket, prefix, credentials: testCredentials(env), retry: noWait, env: {} });
 }
 
-describe("S3 backend against Ceph RGW", () => {
+describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
+  let cleanup: () => Promise<void> = async () => {};
+  beforeAll(async () => {
+    ({ bucket, cleanup } = await createTestBucket(env, "behaviour"));
+  });
+  afterAll(() => cleanup());
+
   it("stores sha256 and user metadata as x-amz-meta-* and reads them back on HEAD", async () => {
     const s = store("meta");
     const body = Buffer.from("hello world, 0123456789");

@@ -1,3 +1,4 @@
+// @module-tag s3
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll } from "vitest";
 import { createS3Store } from "../src/s3/store.js";

@@ -1,10 +1,11 @@
+// @module-tag s3
 import { createHash, randomBytes } from "node:crypto";
 import { readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import { PutObjectCommand } from "@aws-sdk/client-s3";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createMemoryStore } from "../src/memory/store.js";
 import { createS3Store } from "../src/s3/store.js";
 import { copyPrefix } from "../src/transfer/copy.js";
@@ -23,12 +24,6 @@ afterAll(() => cleanup());
 
 const s3 = (prefix: string) =>
   createS3Store({ bucket, prefix, credentials: testCredentials(env), retry: { retries: 1 }, env: {} });
-
-async function tempDir() {
-  const { dir, cleanup: rm } = await makeTempDir();
-  onTestFinished(rm);
-  return dir;
-}
 
 describe("copyPrefix (streaming get → put, no server-side copy)", () => {
   it("copies a prefix between S3 prefixes with digests and metadata, then skips on a second run", async () => {
@@ -86,7 +81,7 @@ describe("downloadPrefix (.part temporaries, same-size skip)", () => {
     await store.put("base/model.pt", model, { sha256: sha(model) });
     await store.put("base/tok/vocab.json", Buffer.from("{}"), { sha256: sha(Buffer.from("{}")) });
     await store.put("basement/other", Buffer.from("outside the directory"));
-    const dir = await tempDir();
+    const dir = await testdir();
     const events = [];
     for await (const event of downloadPrefixIter(store, "base", dir)) events.push(event);
     expect(events).toEqual([
@@ -104,7 +99,7 @@ describe("downloadPrefix (.part temporaries, same-size skip)", () => {
   it("replaces a local file of another size and a stale .part", async () => {
     const store = createMemoryStore();
     await store.put("x/f", Buffer.from("fresh content"));
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "f"), "short");
     await writeFile(join(dir, "f.part"), "leftover from a crash");
     const report = await downloadPrefix(store, "x", dir);
@@ -123,7 +118,7 @@ describe("downloadPrefix (.part temporaries, same-size skip)", () => {
         Metadata: { sha256: "1".repeat(64) },
       }),
     );
-    const dir = await tempDir();
+    const dir = await testdir();
     await expect(downloadPrefix(s3(prefix), "x", dir)).rejects.toMatchObject({ code: "STORE_INTEGRITY" });
     expect(await readdir(dir)).toEqual([]);
   });

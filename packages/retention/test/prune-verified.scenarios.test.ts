@@ -8,21 +8,10 @@ import {
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { createMemoryStore, type ObjectStore, openStore, type StoreCredentials } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, putRawObject, s3TestEnv, testCredentials } from "@ckpt/test-utils";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestBucket, putRawObject, s3TestEnv, testCredentials, testdir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type PruneEvent, type PruneVerifiedOptions, pruneVerified } from "../src/index.js";
 import { type ArtifactFixture, makeArtifact, publishDirectly, writeReceipt } from "./fixtures.js";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-retention-");
-  cleanups.push(cleanup);
-  return dir;
-}
 
 /** A destination kind: where an artifact is published, and the options prune-verified gets for it. */
 interface Backend {
@@ -33,17 +22,21 @@ interface Backend {
 }
 
 let s3: { bucket: string; credentials: StoreCredentials; cleanup: () => Promise<void> } | undefined;
-beforeAll(async () => {
-  const env = s3TestEnv();
-  const { bucket, cleanup } = await createTestBucket(env, "retention");
-  s3 = { bucket, credentials: testCredentials(env), cleanup };
-});
+/** Creates the real-S3 bucket from inside the suites tagged s3 (the fast lane runs none of them). */
+function useS3Bucket(): void {
+  beforeAll(async () => {
+    if (s3 !== undefined) return;
+    const env = s3TestEnv();
+    const { bucket, cleanup } = await createTestBucket(env, "retention");
+    s3 = { bucket, credentials: testCredentials(env), cleanup };
+  });
+}
 afterAll(async () => {
   await s3?.cleanup();
 });
 
 let memoryStores = 0;
-const backends: Backend[] = [
+const localBackends: Backend[] = [
   {
     name: "memory",
     async storeFor(artifact) {
@@ -62,23 +55,24 @@ const backends: Backend[] = [
     },
     options: () => ({}),
   },
-  {
-    name: "s3 (real server)",
-    async storeFor(artifact) {
-      const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_${artifact.iteration}`;
-      return openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
-    },
-    options: () => ({ credentials: s3!.credentials }),
-  },
 ];
+const s3Backend: Backend = {
+  name: "s3 (real server)",
+  async storeFor(artifact) {
+    const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_${artifact.iteration}`;
+    return openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
+  },
+  options: () => ({ credentials: s3!.credentials }),
+};
 
 async function listing(dir: string): Promise<string[]> {
   return (await readdir(dir, { recursive: true })).sort();
 }
 
-describe.each(backends)("prune-verified against $name", (backend) => {
+const scenarios = (backend: Backend) => {
+  if (backend === s3Backend) useS3Bucket();
   async function published(): Promise<{ artifact: ArtifactFixture; store: ObjectStore; root: string }> {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const store = await backend.storeFor(artifact, root);
     await publishDirectly(artifact, store);
@@ -148,7 +142,7 @@ describe.each(backends)("prune-verified against $name", (backend) => {
   });
 
   it("keeps an artifact without a receipt", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     expect((await keptWith(artifact)).kept.code).toBe("no_receipt");
   });
@@ -192,7 +186,7 @@ describe.each(backends)("prune-verified against $name", (backend) => {
   });
 
   it("keeps a full checkpoint under checkpoints/ (released by the retention policies instead)", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const dir = join(root, "run", "20260901120000", "checkpoints", "iter_000000100");
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, "model.pt"), "weights");
@@ -200,11 +194,14 @@ describe.each(backends)("prune-verified against $name", (backend) => {
     expect(report.kept.map((k) => k.code)).toEqual(["not_an_artifact", "not_found"]);
     expect(await readFile(join(dir, "model.pt"), "utf8")).toBe("weights");
   });
-});
+};
+describe.each(localBackends)("prune-verified against $name", scenarios);
+describe.each([s3Backend])("prune-verified against $name", { tags: ["s3"] }, scenarios);
 
-describe("prune-verified against a real S3 server whose object contradicts itself", () => {
+describe("prune-verified against a real S3 server whose object contradicts itself", { tags: ["s3"] }, () => {
+  useS3Bucket();
   it("reports an error and keeps the artifact when an object claims the recorded digest with another size", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const prefix = `run-${randomBytes(4).toString("hex")}/checkpoint_artifacts/iter_300`;
     const store = await openStore(`s3://${s3!.bucket}/${prefix}`, { credentials: s3!.credentials });
@@ -221,7 +218,7 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
   });
 
   it("keeps an artifact when the credentials address another endpoint than the receipt binds", async () => {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const store = await openStore(`s3://${s3!.bucket}/run-${randomBytes(4).toString("hex")}/iter_300`, {
       credentials: s3!.credentials,
@@ -239,7 +236,7 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
 
 describe("prune-verified with a lying or failing memory store", () => {
   async function publishedMemory() {
-    const root = await tempDir();
+    const root = await testdir();
     const artifact = await makeArtifact(root);
     const name = `retention-lie-${randomBytes(4).toString("hex")}`;
     const prefix = "run/checkpoint_artifacts/iter_300";

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
+import { makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   inspectPath,
@@ -80,7 +80,9 @@ describe("inspectPath", () => {
     ]);
   });
 
-  it("lists a torch.save file whatever its extension, hashes matching torch's bytes", async () => {
+  it("lists a torch.save file whatever its extension, hashes matching torch's bytes", {
+    tags: ["torch"],
+  }, async () => {
     const path = join(root, "state.bin");
     const script = `
 import hashlib, json, sys, torch
@@ -92,16 +94,16 @@ def raw(t):
 rows = [("model.w", sd["model"]["w"], "F32"), ("model.e", sd["model"]["e"], "BF16"), ("step", sd["step"], "I64")]
 print(json.dumps([{"name": n, "dtype": d, "shape": list(t.shape), "bytes": t.numel() * t.element_size(), "sha256": hashlib.sha256(raw(t)).hexdigest()} for n, t, d in rows]))
 `;
-    const expected = JSON.parse(execFileSync("/usr/bin/python3", ["-c", script, path], { encoding: "utf8" }));
+    const expected = JSON.parse(execFileSync(TORCH_PYTHON, ["-c", script, path], { encoding: "utf8" }));
     const report = await inspectPath(path, { sha256: true });
     expect(report.kind).toBe("torch");
     expect(report.tensors.map(({ file: _f, ...rest }) => rest)).toEqual(expected);
   });
 
-  it("lists a torch.distributed.checkpoint directory from its .metadata", async () => {
+  it("lists a torch.distributed.checkpoint directory from its .metadata", { tags: ["torch"] }, async () => {
     const fixtures = join(root, "dcp");
     await mkdir(fixtures, { recursive: true });
-    execFileSync("/usr/bin/python3", [join(import.meta.dirname, "dcp/make_dcp_fixture.py"), fixtures]);
+    execFileSync(TORCH_PYTHON, [join(import.meta.dirname, "dcp/make_dcp_fixture.py"), fixtures]);
     const report = await inspectPath(join(fixtures, "p2"));
     expect(report.kind).toBe("dcp");
     expect(report.files.map((f) => f.file)).toEqual([".metadata", "__0_0.distcp", "__1_0.distcp"]);

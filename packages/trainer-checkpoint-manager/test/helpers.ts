@@ -1,7 +1,6 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { writeTorchFile } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
 import { onTestFinished } from "vitest";
 import {
   CheckpointManager,
@@ -14,11 +13,7 @@ import {
 } from "../src/index.js";
 
 /** A temporary output root, removed when the test finishes. */
-export async function tempRoot(prefix = "ckpt-manager-"): Promise<string> {
-  const { dir, cleanup } = await makeTempDir(prefix);
-  onTestFinished(cleanup);
-  return dir;
-}
+export { testdir as tempRoot } from "@ckpt/test-utils";
 
 /** A clock that starts at 2026-09-01 12:00:00 UTC and advances `stepMs` per call. */
 export function steppingClock(stepMs = 1000, start = Date.UTC(2026, 8, 1, 12, 0, 0)): () => Date {

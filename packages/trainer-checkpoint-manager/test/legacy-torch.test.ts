@@ -1,3 +1,4 @@
+// @module-tag torch
 // Placing an explicit legacy resume source without an iter_* path segment by its trainer state
 // (seed 000: optimizer_step / iter at the top level of a single-file checkpoint or in trainer.pt),
 // read from files written by real PyTorch.
@@ -5,11 +6,11 @@ import { execFile } from "node:child_process";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { TORCH_PYTHON as PYTHON } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import { openManager, saveStep, tempRoot } from "./helpers.js";
 
 const run = promisify(execFile);
-const PYTHON = "/usr/bin/python3";
 /** Each torch.save runs a Python that imports torch: seconds on a busy machine. */
 const TORCH_TIMEOUT = 120_000;
 

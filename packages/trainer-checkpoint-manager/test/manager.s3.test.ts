@@ -1,3 +1,4 @@
+// @module-tag s3
 // The direct object-store primary, the writer lease and archive upload against the real S3 server
 // (Ceph RGW, tools/test-utils' global setup). Each test works under its own project prefix.
 import { randomBytes } from "node:crypto";

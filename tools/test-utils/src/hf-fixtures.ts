@@ -4,8 +4,12 @@ import { cp, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
-/** Debian's interpreter, which has torch 1.13 and numpy (the `python3` on PATH cannot import torch). */
-export const TORCH_PYTHON = "/usr/bin/python3";
+/**
+ * The interpreter the torch-tagged tests run: Debian's, which has torch 1.13 and numpy (the `python3`
+ * on PATH cannot import torch). CKPT_TEST_PYTHON names another, e.g. a missing one to prove the fast
+ * lane (`pnpm test:unit`) runs no Python.
+ */
+export const TORCH_PYTHON = process.env.CKPT_TEST_PYTHON ?? "/usr/bin/python3";
 /** tools/fixtures/make_hf_fixtures.py: small Hugging Face bases and trainer expert checkpoints. */
 export const HF_FIXTURE_GENERATOR = join(import.meta.dirname, "..", "..", "fixtures", "make_hf_fixtures.py");
 /** Starting torch on a busy shared machine takes seconds; tests that generate fixtures allow this. */

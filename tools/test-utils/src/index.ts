@@ -1,13 +1,33 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { afterAll, onTestFinished, TestRunner } from "vitest";
 
-/** A fresh temporary directory, removed by the returned cleanup (call it from afterEach/onTestFinished). */
+/** A fresh temporary directory, removed by the returned cleanup (for a lifetime no hook expresses). */
 export async function makeTempDir(
   prefix = "ckpt-test-",
 ): Promise<{ dir: string; cleanup: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), prefix));
   return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+// Directories made outside a test (in a beforeAll) live until the test file ends. A hook cannot
+// register an afterAll (vitest drops it), so this module registers one per file as it is imported
+// during the file's collection (each file imports it afresh: forks are isolated).
+const fileDirs: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  for (const cleanup of fileDirs.splice(0)) await cleanup();
+});
+
+/**
+ * A fresh temporary directory removed automatically: when the current test finishes, or, made in a
+ * hook such as `beforeAll`, when the test file ends.
+ */
+export async function testdir(prefix = "ckpt-test-"): Promise<string> {
+  const { dir, cleanup } = await makeTempDir(prefix);
+  if (TestRunner.getCurrentTest() !== undefined) onTestFinished(cleanup);
+  else fileDirs.push(cleanup);
+  return dir;
 }
 
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */
@@ -23,6 +43,7 @@ export {
   materializeHfArgs,
 } from "./hf-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
+export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 
 export {
   type S3TestEnv,

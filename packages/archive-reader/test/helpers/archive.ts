@@ -9,20 +9,13 @@ import {
   serializeUploadedMarker,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
+import { seededBytes as bytes } from "@ckpt/test-utils";
 
 export const sha = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
 export const text = (s: string): Uint8Array => new TextEncoder().encode(s);
 
 /** Deterministic pseudo-random bytes, so files differ and a swapped byte changes the digest. */
-export function bytes(size: number, seed = 1): Uint8Array {
-  const out = new Uint8Array(size);
-  let x = seed * 2654435761;
-  for (let i = 0; i < size; i++) {
-    x = (x * 1103515245 + 12345) >>> 0;
-    out[i] = x >>> 24;
-  }
-  return out;
-}
+export { bytes };
 
 /** An artifact as the publisher leaves it: payload files, native manifest and declaration bytes. */
 export interface TestArtifact {

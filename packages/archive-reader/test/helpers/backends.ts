@@ -31,7 +31,7 @@ export function describeEachBackend(name: string, scenarios: (makeStore: MakeSto
     scenarios(async (label = "a") => openStore(`file://${join(root, uniquePrefix(label))}`));
   });
 
-  describe(`${name} [s3]`, () => {
+  describe(`${name} [s3]`, { tags: ["s3"] }, () => {
     let bucket = "";
     let cleanup: () => Promise<void> = async () => {};
     beforeAll(async () => {

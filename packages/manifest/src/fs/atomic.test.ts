@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import {
   commitLast,
   findTemporaries,
@@ -13,23 +13,11 @@ import {
   writeFileAtomic,
 } from "./atomic.js";
 
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups) await cleanup();
-  cleanups = [];
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-atomic-");
-  cleanups.push(cleanup);
-  return dir;
-}
-
 const sha = (bytes: Uint8Array | string) => createHash("sha256").update(bytes).digest("hex");
 
 describe("writeFileAtomic", () => {
   it("writes bytes and strings, replaces old content and leaves no temporary", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "latest_checkpoint.txt");
     await writeFileAtomic(target, "iter_000000100\n");
     expect(await readFile(target, "utf8")).toBe("iter_000000100\n");
@@ -41,7 +29,7 @@ describe("writeFileAtomic", () => {
   });
 
   it("writes chunks from an async source", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "big.bin");
     async function* source() {
       for (let i = 0; i < 5; i++) yield new Uint8Array(1000).fill(i);
@@ -54,14 +42,14 @@ describe("writeFileAtomic", () => {
   });
 
   it("applies the requested mode exactly", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "secret.json");
     await writeFileAtomic(target, "{}", { mode: 0o600 });
     expect((await stat(target)).mode & 0o777).toBe(0o600);
   });
 
   it("leaves the old content and no temporary when the source throws mid-write", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "manifest.json");
     await writeFile(target, "old");
     function* failing() {
@@ -79,7 +67,7 @@ describe("writeFileAtomic", () => {
   });
 
   it("fails with FS_WRITE_FAILED naming the file when the directory is missing", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "missing", "x.json");
     const error = await writeFileAtomic(target, "x").catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "FS_WRITE_FAILED", file: target });
@@ -87,7 +75,7 @@ describe("writeFileAtomic", () => {
   });
 
   it("verify catches storage returning other bytes and keeps the old content", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "manifest.json");
     await writeFile(target, "old");
     const corrupt = (tempPath: string) => writeFile(tempPath, "NEW CONTENT, bit-flipped");
@@ -99,7 +87,7 @@ describe("writeFileAtomic", () => {
   });
 
   it("without verify the same fault goes through (so the verify test can fail)", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const target = join(dir, "manifest.json");
     const corrupt = (tempPath: string) => writeFile(tempPath, "other");
     await writeFileAtomic(target, "sent", { beforeCommit: corrupt });
@@ -109,7 +97,7 @@ describe("writeFileAtomic", () => {
 
 describe("fsync helpers", () => {
   it("fsync a file and a directory, and name the path when it is missing", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const file = join(dir, "a.bin");
     await writeFile(file, "a");
     await fsyncFile(file);
@@ -124,7 +112,7 @@ describe("fsync helpers", () => {
 
 describe("commitLast", () => {
   it("writes payloads and already-written files, then the commit record", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const own = join(dir, "model.safetensors");
     await writeFile(own, "weights");
     const result = await commitLast(
@@ -141,7 +129,7 @@ describe("commitLast", () => {
   });
 
   it("does not write the commit record when a payload fails", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const commit = join(dir, "_COMMITTED");
     await expect(
       commitLast([{ path: join(dir, "gone.bin"), written: true }], { path: commit, data: "{}" }),
@@ -152,7 +140,7 @@ describe("commitLast", () => {
 
 describe("leftover temporaries", () => {
   it("finds only this tool's temporaries and removes the abandoned ones", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const mine = temporaryPathFor(join(dir, "live.json"));
     const dead = join(dir, ".manifest.json.tmp-999999999-0123456789ab");
     await writeFile(mine, "in progress");

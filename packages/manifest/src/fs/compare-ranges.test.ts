@@ -1,19 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { open, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { compareFileRanges } from "./compare-ranges.js";
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-compare-");
-  onTestFinished(cleanup);
-  return dir;
-}
 
 describe("compareFileRanges", () => {
   it("finds equal ranges at different offsets equal, across many read buffers", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const payload = randomBytes(700 * 1024 + 3);
     await writeFile(join(dir, "a"), Buffer.concat([randomBytes(100), payload]));
     await writeFile(join(dir, "b"), Buffer.concat([randomBytes(5000), payload, randomBytes(9)]));
@@ -26,7 +20,7 @@ describe("compareFileRanges", () => {
   });
 
   it("names each pair that differs, by one byte deep inside or by running past the end", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const bytes = randomBytes(600 * 1024);
     const changed = Buffer.from(bytes);
     changed[500 * 1024 + 7]! ^= 0x01;
@@ -47,7 +41,7 @@ describe("compareFileRanges", () => {
   });
 
   it("reads a file this process holds open through /proc/self/fd", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const bytes = randomBytes(4096);
     await writeFile(join(dir, "a"), bytes);
     await writeFile(join(dir, "b"), bytes);
@@ -63,7 +57,7 @@ describe("compareFileRanges", () => {
   });
 
   it("rejects with FILE_COMPARE_FAILED naming the files when one cannot be opened", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "a"), "x");
     const missing = join(dir, "missing");
     await expect(

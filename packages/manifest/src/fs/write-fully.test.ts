@@ -1,14 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { type FileHandle, open, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { WRITE_SLICE_BYTES, writeFully } from "./write-fully.js";
 
 async function tempFile(name: string): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-write-fully-");
-  onTestFinished(cleanup);
-  return join(dir, name);
+  return join(await testdir("ckpt-write-fully-"), name);
 }
 
 interface WriteCall {

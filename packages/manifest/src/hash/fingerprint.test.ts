@@ -1,22 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { mkdir, open, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { TORCH_PYTHON, testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { fingerprintDirectory, fingerprintOf } from "./fingerprint.js";
 import { hashDirectory } from "./hash.js";
-
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups) await cleanup();
-  cleanups = [];
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-fingerprint-");
-  cleanups.push(cleanup);
-  return dir;
-}
 
 /** An HF-like directory, written in the given file order. */
 async function writeTree(dir: string, order: readonly string[]): Promise<void> {
@@ -54,8 +42,8 @@ async function flipByte(path: string, offset: number): Promise<void> {
 
 describe("fingerprintDirectory", () => {
   it("is the same across runs and whatever order the files were written in", async () => {
-    const a = await tempDir();
-    const b = await tempDir();
+    const a = await testdir();
+    const b = await testdir();
     await writeTree(a, NAMES);
     await writeTree(b, [...NAMES].reverse());
     const first = await fingerprintDirectory(a);
@@ -71,8 +59,10 @@ describe("fingerprintDirectory", () => {
     });
   });
 
-  it("is exactly the documented definition: sha256 of the canonical JSON {files, mode, schema} (checked with Python's json)", async () => {
-    const dir = await tempDir();
+  it("is exactly the documented definition: sha256 of the canonical JSON {files, mode, schema} (checked with Python's json)", {
+    tags: ["torch"],
+  }, async () => {
+    const dir = await testdir();
     await writeTree(dir, NAMES);
     for (const fast of [false, true]) {
       const result = await fingerprintDirectory(dir, { fast });
@@ -82,7 +72,7 @@ describe("fingerprintDirectory", () => {
         "text = json.dumps(doc, sort_keys=True, indent=2, ensure_ascii=False, separators=(',', ': ')) + '\\n'\n" +
         "print(hashlib.sha256(text.encode('utf-8')).hexdigest())\n";
       const doc = { schema: result.schema, mode: result.mode, files: result.files };
-      const python = execFileSync("/usr/bin/python3", ["-c", script], {
+      const python = execFileSync(TORCH_PYTHON, ["-c", script], {
         input: JSON.stringify(doc),
         encoding: "utf8",
       }).trim();
@@ -91,7 +81,7 @@ describe("fingerprintDirectory", () => {
   });
 
   it("changes when one byte of any file changes; fast mode ignores payload bytes but not their size or metadata", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeTree(dir, NAMES);
     const full = await fingerprintDirectory(dir);
     const fast = await fingerprintDirectory(dir, { fast: true });
@@ -109,14 +99,14 @@ describe("fingerprintDirectory", () => {
     await flipByte(join(dir, "config.json"), 3);
     expect((await fingerprintDirectory(dir, { fast: true })).fingerprint).not.toBe(fast.fingerprint);
 
-    const resized = await tempDir();
+    const resized = await testdir();
     await writeTree(resized, NAMES);
     await writeFile(join(resized, "model-00002-of-00002.safetensors"), "B".repeat(2001));
     expect((await fingerprintDirectory(resized, { fast: true })).fingerprint).not.toBe(fast.fingerprint);
   });
 
   it("leaves the top-level receipt and fetch record out of the identity, and says so", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeTree(dir, NAMES);
     const before = await fingerprintDirectory(dir);
     await writeFile(join(dir, ".uploaded"), "{}");
@@ -130,7 +120,7 @@ describe("fingerprintDirectory", () => {
   });
 
   it("follows a symlink to a file inside, refuses one leading outside or to a directory", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeTree(dir, NAMES);
     const plain = await fingerprintDirectory(dir);
     await symlink("config.json", join(dir, "config-link.json"));
@@ -142,9 +132,9 @@ describe("fingerprintDirectory", () => {
     // The plain directory hash still refuses every link.
     await expect(hashDirectory(dir)).rejects.toMatchObject({ code: "HASH_SYMLINK_REFUSED" });
 
-    const outside = await tempDir();
+    const outside = await testdir();
     await writeFile(join(outside, "secret"), "s");
-    const escaping = await tempDir();
+    const escaping = await testdir();
     await writeTree(escaping, NAMES);
     await symlink(join(outside, "secret"), join(escaping, "tokenizer", "vocab.txt"));
     await expect(fingerprintDirectory(escaping)).rejects.toMatchObject({
@@ -152,14 +142,14 @@ describe("fingerprintDirectory", () => {
       kind: "refused",
     });
 
-    const looping = await tempDir();
+    const looping = await testdir();
     await writeTree(looping, NAMES);
     await symlink(".", join(looping, "tokenizer", "again"));
     await expect(fingerprintDirectory(looping)).rejects.toMatchObject({ code: "HASH_SYMLINK_REFUSED" });
   });
 
   it("refuses anything but a directory as input", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "file"), "x");
     for (const path of [join(dir, "file"), join(dir, "missing")]) {
       await expect(fingerprintDirectory(path)).rejects.toMatchObject({

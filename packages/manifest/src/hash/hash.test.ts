@@ -4,23 +4,11 @@ import * as fs from "node:fs";
 import { appendFileSync, constants, truncateSync } from "node:fs";
 import { mkdir, open, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { hashPath, hashPathSync } from "./core.js";
 import type { HashProgressEvent } from "./engine.js";
 import { hashDirectory, hashFile, hashFiles, hashFilesTuned, sha256Hex } from "./hash.js";
-
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups) await cleanup();
-  cleanups = [];
-});
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-hash-");
-  cleanups.push(cleanup);
-  return dir;
-}
 
 const sha = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 const openssl = (path: string) =>
@@ -41,7 +29,7 @@ describe("sha256Hex", () => {
 describe("hashFile", () => {
   const sizes = [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK, 3 * CHUNK + 17];
   it.each(sizes)("matches openssl and node crypto for %i bytes (chunk 64 KiB)", async (size) => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "f.bin");
     const bytes = randomBytes(size);
     await writeFile(path, bytes);
@@ -51,7 +39,7 @@ describe("hashFile", () => {
   });
 
   it("refuses a directory and names a missing file", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await expect(hashFile(dir)).rejects.toMatchObject({ code: "HASH_SPECIAL_FILE_REFUSED", file: dir });
     const missing = join(dir, "missing.bin");
     const error = await hashFile(missing).catch((e: unknown) => e);
@@ -65,7 +53,7 @@ describe("hashFile", () => {
   });
 
   it("rejects bad options as input errors", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "f.bin");
     await writeFile(path, "x");
     await expect(hashFile(path, { chunkSize: 1000 })).rejects.toMatchObject({
@@ -77,7 +65,7 @@ describe("hashFile", () => {
   });
 
   it("fails when the file grows while it is hashed", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "growing.bin");
     await writeFile(path, randomBytes(8 * CHUNK));
     let appended = false;
@@ -91,7 +79,7 @@ describe("hashFile", () => {
   });
 
   it("stops on abort, before and during hashing", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "big.bin");
     await writeFile(path, randomBytes(32 * CHUNK));
     await expect(hashFile(path, { signal: AbortSignal.abort() })).rejects.toMatchObject({
@@ -113,7 +101,7 @@ describe("hashFile", () => {
   });
 
   it("passes on an error thrown by the progress callback", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "f.bin");
     await writeFile(path, randomBytes(4 * CHUNK));
     const boom = new Error("progress sink broke");
@@ -129,7 +117,7 @@ describe("hashFile", () => {
 
 describe("hashFiles", () => {
   async function someFiles(count: number, size: (i: number) => number) {
-    const dir = await tempDir();
+    const dir = await testdir();
     const files = new Map<string, Buffer>();
     for (let i = 0; i < count; i++) {
       const bytes = randomBytes(size(i));
@@ -216,7 +204,7 @@ describe("hashFiles", () => {
 
 describe("hashDirectory", () => {
   it("inventories a tree with sorted relative POSIX paths", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const content: Record<string, Buffer> = {
       "a.txt": randomBytes(10),
       "a/b.bin": randomBytes(CHUNK + 3),
@@ -245,7 +233,7 @@ describe("hashDirectory", () => {
   });
 
   it("names files by relative path in progress events", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await mkdir(join(dir, "shards"));
     await writeFile(join(dir, "shards", "0.bin"), randomBytes(2 * CHUNK));
     await writeFile(join(dir, "meta.json"), "{}");
@@ -258,10 +246,10 @@ describe("hashDirectory", () => {
   });
 
   it("refuses a symbolic link anywhere inside, to a file or a directory", async () => {
-    const outside = await tempDir();
+    const outside = await testdir();
     await writeFile(join(outside, "secret"), "x");
     for (const target of [join(outside, "secret"), outside]) {
-      const dir = await tempDir();
+      const dir = await testdir();
       await mkdir(join(dir, "sub"));
       await writeFile(join(dir, "sub", "ok.bin"), "ok");
       await symlink(target, join(dir, "sub", "escape"));
@@ -274,7 +262,7 @@ describe("hashDirectory", () => {
   });
 
   it("refuses a FIFO", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     execFileSync("mkfifo", [join(dir, "pipe")]);
     await expect(hashDirectory(dir)).rejects.toMatchObject({
       code: "HASH_SPECIAL_FILE_REFUSED",
@@ -283,7 +271,7 @@ describe("hashDirectory", () => {
   });
 
   it("refuses a file swapped for a symbolic link after the walk (O_NOFOLLOW)", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "real"), "x");
     await symlink(join(dir, "real"), join(dir, "link"));
     const io = {
@@ -315,14 +303,14 @@ describe("hashDirectory", () => {
   });
 
   it("rejects a missing directory naming it", async () => {
-    const dir = join(await tempDir(), "nope");
+    const dir = join(await testdir(), "nope");
     await expect(hashDirectory(dir)).rejects.toMatchObject({ code: "HASH_READ_FAILED", file: dir });
   });
 });
 
 describe("hashFiles defaults", () => {
   it("keys results by the paths as given and drops duplicates", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const path = join(dir, "x.bin");
     await writeFile(path, "abc");
     const digests = await hashFiles([path, path]);

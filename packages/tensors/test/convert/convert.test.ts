@@ -1,6 +1,8 @@
+// @module-tag torch
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { TORCH_PYTHON } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   accumulateScaledInto,
   bf16BytesToF32,
@@ -23,12 +25,16 @@ interface Reference {
 }
 
 // python3-torch is a declared test dependency: if it is missing this throws and the suite fails.
-const reference = JSON.parse(
-  execFileSync("/usr/bin/python3", [join(import.meta.dirname, "torch_reference.py")], {
-    encoding: "utf8",
-    maxBuffer: 64 * 1024 * 1024,
-  }),
-) as Reference;
+// Computed in a hook, not at import, so the fast lane (which skips this file) starts no Python.
+let reference: Reference;
+beforeAll(() => {
+  reference = JSON.parse(
+    execFileSync(TORCH_PYTHON, [join(import.meta.dirname, "torch_reference.py")], {
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    }),
+  ) as Reference;
+});
 
 const isF32NaN = (bits: number) => (bits & 0x7fffffff) > 0x7f800000;
 const isHalfNaN = (bits: number, exponentMask: number) =>
@@ -65,7 +71,10 @@ function compare16(
 }
 
 describe("dtype conversion against torch", () => {
-  const input = new Float32Array(new Uint32Array(reference.f32).buffer);
+  let input: Float32Array;
+  beforeAll(() => {
+    input = new Float32Array(new Uint32Array(reference.f32).buffer);
+  });
 
   it("F32 -> BF16 rounds to nearest even like torch; NaN stays a quiet NaN with its sign", () => {
     const out = new Uint8Array(input.length * 2);

@@ -1,3 +1,4 @@
+// @module-tag torch
 import { rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";

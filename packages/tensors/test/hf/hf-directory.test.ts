@@ -1,7 +1,7 @@
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import {
   checkShardName,
   openHfDirectory,
@@ -11,16 +11,6 @@ import {
   writeShardedSafetensors,
 } from "../../src/index.js";
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-hf-");
-  cleanups.push(cleanup);
-  return dir;
-}
-
 const tensors: TensorDescription[] = [
   { name: "a", dtype: "F32", shape: [4] },
   { name: "b", dtype: "BF16", shape: [2, 4] },
@@ -29,7 +19,7 @@ const tensors: TensorDescription[] = [
 const zeros = (t: { byteLength: number }) => new Uint8Array(t.byteLength);
 
 async function shardedDir(): Promise<string> {
-  const dir = await tempDir();
+  const dir = await testdir();
   await writeShardedSafetensors(dir, tensors, zeros, { maxShardBytes: 19 });
   return dir;
 }
@@ -66,7 +56,7 @@ describe("Hugging Face directories", () => {
   });
 
   it("opens a single model.safetensors without an index", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeSingle(join(dir, "model.safetensors"), tensors);
     const hf = await openHfDirectory(dir);
     expect(hf.indexFile).toBeUndefined();
@@ -75,7 +65,7 @@ describe("Hugging Face directories", () => {
   });
 
   it("refuses a directory with no weights", async () => {
-    await expect(openHfDirectory(await tempDir())).rejects.toMatchObject({ code: "HF_NO_WEIGHTS" });
+    await expect(openHfDirectory(await testdir())).rejects.toMatchObject({ code: "HF_NO_WEIGHTS" });
   });
 
   it("refuses an index that names a tensor its shard lacks, or a shard holding an unlisted tensor", async () => {
@@ -130,7 +120,7 @@ describe("Hugging Face directories", () => {
     expect(() => parseSafetensorsIndex(text, { file: "model.safetensors.index.json" })).toThrow(
       expect.objectContaining({ code }),
     );
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeIndex(dir, text);
     await expect(openHfDirectory(dir)).rejects.toMatchObject({ code });
   });
@@ -150,7 +140,7 @@ describe("Hugging Face directories", () => {
   });
 
   it("accepts shards in a subdirectory", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await mkdir(join(dir, "weights"));
     await writeSingle(join(dir, "weights", "part.safetensors"), tensors.slice(0, 1));
     await writeIndex(dir, { metadata: { total_size: 16 }, weight_map: { a: "weights/part.safetensors" } });

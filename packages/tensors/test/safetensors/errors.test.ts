@@ -1,8 +1,8 @@
 import { truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ByteSource } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import {
   inspectPath,
   MAX_HEADER_BYTES,
@@ -14,12 +14,6 @@ import {
   planSafetensors,
   planShards,
 } from "../../src/index.js";
-
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-st-err-");
-  onTestFinished(cleanup);
-  return dir;
-}
 
 describe("less common refusals", () => {
   it("turns a failing byte source into SAFETENSORS_READ_FAILED (kind failed)", async () => {
@@ -64,7 +58,7 @@ describe("less common refusals", () => {
     expect(() =>
       parseSafetensorsIndex(JSON.stringify({ weight_map: weightMap }), { file: "index.json" }),
     ).toThrow(expect.objectContaining({ code: "HF_INDEX_TOO_MANY_SHARDS" }));
-    const dir = await tempDir();
+    const dir = await testdir();
     const index = join(dir, "model.safetensors.index.json");
     await writeFile(index, "");
     await truncate(index, 64 * 1024 * 1024 + 1); // sparse: costs no disk
@@ -78,7 +72,7 @@ describe("less common refusals", () => {
   });
 
   it("reports paths that exist but cannot be opened as unreadable (kind failed)", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     await writeFile(join(dir, "plain.txt"), "x");
     await expect(inspectPath(join(dir, "plain.txt", "model.safetensors"))).rejects.toMatchObject({
       code: "INSPECT_UNREADABLE",

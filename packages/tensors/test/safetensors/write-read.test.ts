@@ -2,8 +2,8 @@ import { execFileSync } from "node:child_process";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { bufferByteSource, openFileByteSource } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { TORCH_PYTHON, testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import {
   type DType,
   f32ToBf16Bytes,
@@ -15,16 +15,6 @@ import {
   writeSafetensors,
   writeShardedSafetensors,
 } from "../../src/index.js";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0)) await c();
-});
-async function tempDir(): Promise<string> {
-  const { dir, cleanup } = await makeTempDir("ckpt-st-");
-  cleanups.push(cleanup);
-  return dir;
-}
 
 interface Fixture extends TensorDescription {
   bytes: Uint8Array;
@@ -85,7 +75,7 @@ const fixtures: Fixture[] = [
 
 function numpyRead(path: string): Record<string, { dtype: string; shape: number[]; values: unknown[] }> {
   // python3 with numpy is a declared test dependency: a missing one fails this test.
-  const out = execFileSync("/usr/bin/python3", [join(import.meta.dirname, "numpy_read.py"), path], {
+  const out = execFileSync(TORCH_PYTHON, [join(import.meta.dirname, "numpy_read.py"), path], {
     encoding: "utf8",
     maxBuffer: 64 * 1024 * 1024,
   });
@@ -107,8 +97,10 @@ describe("safetensors writer", () => {
     expect(plan.fileSize).toBe(plan.headerBytes.length + fixtures.reduce((a, f) => a + f.bytes.length, 0));
   });
 
-  it("writes a file numpy reads back with identical values, and ckpt reads back byte for byte", async () => {
-    const dir = await tempDir();
+  it("writes a file numpy reads back with identical values, and ckpt reads back byte for byte", {
+    tags: ["torch"],
+  }, async () => {
+    const dir = await testdir();
     const path = join(dir, "model.safetensors");
     const written = await writeSafetensors(path, fixtures, provider, { metadata: { format: "pt" } });
     expect((await readFile(path)).length).toBe(written.size);
@@ -145,7 +137,7 @@ describe("safetensors writer", () => {
   });
 
   it("refuses bad descriptions and a provider that gives the wrong byte count, leaving no file behind", async () => {
-    const dir = await tempDir();
+    const dir = await testdir();
     const a = { name: "a", dtype: "F32" as const, shape: [2] };
     expect(() => planSafetensors([a, a])).toThrow(
       expect.objectContaining({ code: "SAFETENSORS_WRITE_DUPLICATE_NAME" }),
@@ -185,8 +177,8 @@ describe("safetensors writer", () => {
     );
   });
 
-  it("writes shards plus an index that ckpt and numpy both read back", async () => {
-    const dir = await tempDir();
+  it("writes shards plus an index that ckpt and numpy both read back", { tags: ["torch"] }, async () => {
+    const dir = await testdir();
     const result = await writeShardedSafetensors(dir, fixtures, provider, { maxShardBytes: 24 });
     const totalSize = fixtures.reduce((a, f) => a + f.bytes.length, 0);
     expect(result.totalSize).toBe(totalSize);

@@ -1,13 +1,11 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { onTestFinished } from "vitest";
+import { TORCH_PYTHON } from "@ckpt/test-utils";
 
-/** Debian's interpreter, which has torch (the `python3` on PATH cannot import it). Missing torch fails the test. */
-export const PYTHON = "/usr/bin/python3";
+/** The torch interpreter (test-utils' TORCH_PYTHON). Missing torch fails the test. */
+export const PYTHON = TORCH_PYTHON;
 export const HELPER = join(import.meta.dirname, "torch_helper.py");
 
 const run = promisify(execFile);
@@ -32,8 +30,4 @@ export function sha256(bytes: Uint8Array): string {
 }
 
 /** A scratch directory removed when the test ends. */
-export async function scratch(prefix = "ckpt-torch-"): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), prefix));
-  onTestFinished(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+export { testdir as scratch } from "@ckpt/test-utils";

@@ -1,3 +1,4 @@
+// @module-tag torch
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";

@@ -1,6 +1,8 @@
+// @module-tag torch
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
+import { mulberry32, randomInt } from "@ckpt/test-utils";
 import { describe, expect, test } from "vitest";
 import { type DType, dtypeSize } from "../../src/dtypes.js";
 import { openTorchFile } from "../../src/torch/reader.js";
@@ -18,11 +20,8 @@ interface Loaded {
 function bytesFor(name: string, desc: TorchTensorDesc): Uint8Array {
   const n = desc.shape.reduce((a, b) => a * b, 1) * dtypeSize(desc.dtype);
   const out = new Uint8Array(n);
-  let seed = [...name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7);
-  for (let i = 0; i < n; i++) {
-    seed = (seed * 1103515245 + 12345) >>> 0;
-    out[i] = desc.dtype === "BOOL" ? (seed >>> 16) & 1 : seed >>> 24;
-  }
+  const random = mulberry32([...name].reduce((h, c) => (h * 31 + c.charCodeAt(0)) >>> 0, 7));
+  for (let i = 0; i < n; i++) out[i] = randomInt(random, 0, desc.dtype === "BOOL" ? 1 : 255);
   // Keep floats finite so NaN payloads cannot differ between writers.
   if (desc.dtype === "F16" || desc.dtype === "BF16") for (let i = 1; i < n; i += 2) out[i]! &= 0x3f;
   if (desc.dtype === "F32") for (let i = 3; i < n; i += 4) out[i]! &= 0x3f;

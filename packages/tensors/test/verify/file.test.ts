@@ -1,3 +1,4 @@
+// @module-tag torch
 import { copyFile, mkdir, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";

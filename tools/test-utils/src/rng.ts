@@ -17,6 +17,14 @@ export function randomInt(random: () => number, min: number, max: number): numbe
   return min + Math.floor(random() * (max - min + 1));
 }
 
+/** `size` bytes drawn from mulberry32(seed): deterministic content that differs per seed. */
+export function seededBytes(size: number, seed = 1): Uint8Array {
+  const random = mulberry32(seed);
+  const out = new Uint8Array(size);
+  for (let i = 0; i < size; i++) out[i] = randomInt(random, 0, 255);
+  return out;
+}
+
 /**
  * The seed of a randomized suite: `$<envName>` when set (to replay a failure), else a fresh one.
  * Put it in the test name so every report carries what is needed to replay the run.
