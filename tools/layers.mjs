@@ -5,15 +5,17 @@ import { join, relative, sep } from "node:path";
 
 /** package name (without @ckpt/) -> the @ckpt packages it may import. Apps may import any package. */
 export const ALLOWED_EDGES = {
-  manifest: [],
-  "object-store": [],
-  tensors: ["manifest"],
-  "archive-reader": ["manifest", "object-store", "tensors"],
-  "archive-publisher": ["manifest", "object-store", "tensors", "archive-reader"],
-  retention: ["manifest", "object-store", "archive-reader"],
-  merge: ["manifest", "tensors", "archive-reader"],
-  "hf-conversion": ["manifest", "object-store", "tensors", "archive-reader"],
+  errors: [],
+  manifest: ["errors"],
+  "object-store": ["errors"],
+  tensors: ["errors", "manifest"],
+  "archive-reader": ["errors", "manifest", "object-store", "tensors"],
+  "archive-publisher": ["errors", "manifest", "object-store", "tensors", "archive-reader"],
+  retention: ["errors", "manifest", "object-store", "archive-reader"],
+  merge: ["errors", "manifest", "tensors", "archive-reader"],
+  "hf-conversion": ["errors", "manifest", "object-store", "tensors", "archive-reader"],
   "trainer-checkpoint-manager": [
+    "errors",
     "manifest",
     "object-store",
     "tensors",

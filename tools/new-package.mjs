@@ -40,6 +40,7 @@ const pkg = {
     build: "tsup",
     test: "vitest run",
     typecheck: "tsc --noEmit -p tsconfig.json",
+    lint: "biome check .",
   },
   dependencies: {},
   devDependencies: {},

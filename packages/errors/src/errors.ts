@@ -1,0 +1,36 @@
+/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
+export type ErrorKind = "input" | "refused" | "failed" | "transient";
+
+const KINDS: ReadonlySet<string> = new Set<ErrorKind>(["input", "refused", "failed", "transient"]);
+
+/**
+ * The base of every ckpt error class: a stable UPPER_SNAKE `code` from the owning package's code
+ * union and a `kind`, which every throw site states (there is no default, so the exit code of a
+ * site never depends on which package's class it used).
+ */
+export abstract class CkptError<Code extends string = string> extends Error {
+  readonly code: Code;
+  readonly kind: ErrorKind;
+
+  constructor(code: Code, message: string, options: { kind: ErrorKind; cause?: unknown }) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.kind = options.kind;
+  }
+}
+
+/** The kind of any error: its own when it carries a valid one (every ckpt error does), else `failed`. */
+export function kindOf(error: unknown): ErrorKind {
+  const kind = (error as { kind?: unknown } | undefined)?.kind;
+  return typeof kind === "string" && KINDS.has(kind) ? (kind as ErrorKind) : "failed";
+}
+
+/** The message of anything thrown. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Quotes untrusted text for a message: cut to `limit` characters (marked `…`), then JSON-escaped. */
+export function truncateForMessage(text: string, limit = 40): string {
+  return JSON.stringify(text.length > limit ? `${text.slice(0, limit)}…` : text);
+}

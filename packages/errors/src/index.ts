@@ -1,0 +1,1 @@
+export { CkptError, type ErrorKind, kindOf, messageOf, truncateForMessage } from "./errors.js";
