@@ -1,6 +1,14 @@
 /** Types of error-codes.mjs (a plain ESM tool, also imported by test/docs). */
 export declare const ROOT: string;
 export declare function sourceUnits(root?: string): Array<{ unit: string; files: string[] }>;
-/** code -> the packages/apps that raise it. */
+/** code -> the packages/apps that declare it (a code union, a _CODES list) and those that raise it. */
+export declare function collectCodeUses(
+  root?: string,
+): Map<string, { declared: Set<string>; raised: Set<string> }>;
+/** "CODE (@ckpt/x)" for each code a unit declares and does not raise. */
+export declare function unraisedCodes(
+  uses: Map<string, { declared: Set<string>; raised: Set<string> }>,
+): string[];
+/** code -> the packages/apps that declare or raise it. */
 export declare function collectErrorCodes(root?: string): Map<string, Set<string>>;
 export declare function documentedCodes(markdown: string): Set<string>;

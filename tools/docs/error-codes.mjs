@@ -65,14 +65,49 @@ function usage(node) {
   return at;
 }
 
-/** The function-like declaration a callee names (following imports), or undefined. */
+/** The base every error class extends (@ckpt/errors): its constructor takes the code first. */
+const BASE_CLASS = "CkptError";
+
+/**
+ * The constructor a class's instances are built by: its own, else its base class's (followed
+ * through the program). A class extending `CkptError` with no constructor of its own answers
+ * `BASE_CLASS`, since the base is outside the parsed sources.
+ */
+function constructorOf(checker, classDecl) {
+  for (let at = classDecl, depth = 0; at !== undefined && depth < 8; depth++) {
+    const own = at.members.find((m) => ts.isConstructorDeclaration(m));
+    if (own) return own;
+    const base = at.heritageClauses?.find((h) => h.token === ts.SyntaxKind.ExtendsKeyword)?.types[0]
+      ?.expression;
+    if (base === undefined) return undefined;
+    if (base.getText() === BASE_CLASS) return BASE_CLASS;
+    let symbol = checker.getSymbolAtLocation(base);
+    if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
+    at = symbol?.declarations?.find((d) => ts.isClassDeclaration(d));
+  }
+  return undefined;
+}
+
+/** The function-like declaration a callee names (following imports and base classes), or undefined. */
 function calleeDeclaration(checker, call) {
+  if (ts.isCallExpression(call) && call.expression.kind === ts.SyntaxKind.SuperKeyword) {
+    let cls = call.parent;
+    while (cls && !ts.isClassLike(cls)) cls = cls.parent;
+    const base = cls?.heritageClauses?.find((h) => h.token === ts.SyntaxKind.ExtendsKeyword)?.types[0]
+      ?.expression;
+    if (base === undefined) return undefined;
+    if (base.getText() === BASE_CLASS) return BASE_CLASS;
+    let symbol = checker.getSymbolAtLocation(base);
+    if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
+    const decl = symbol?.declarations?.find((d) => ts.isClassDeclaration(d));
+    return decl && constructorOf(checker, decl);
+  }
   let symbol = checker.getSymbolAtLocation(
     ts.isNewExpression(call) || ts.isCallExpression(call) ? call.expression : call,
   );
   if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
   for (const decl of symbol?.declarations ?? []) {
-    if (ts.isClassDeclaration(decl)) return decl.members.find((m) => ts.isConstructorDeclaration(m));
+    if (ts.isClassDeclaration(decl)) return constructorOf(checker, decl);
     if (ts.isFunctionLike(decl)) return decl;
     if (ts.isVariableDeclaration(decl) && decl.initializer && ts.isFunctionLike(decl.initializer))
       return decl.initializer;
@@ -83,53 +118,58 @@ function calleeDeclaration(checker, call) {
 /** Does the parameter this argument binds to hold a code (named `code`, or typed `...Code`)? */
 function bindsCode(checker, call, argument) {
   const index = call.arguments?.indexOf(argument) ?? -1;
-  const param = calleeDeclaration(checker, call)?.parameters[index];
+  const callee = calleeDeclaration(checker, call);
+  if (callee === BASE_CLASS) return index === 0;
+  const param = callee?.parameters[index];
   if (!param) return false;
   return isCodeLike(param.name.getText()) || /Code\b/.test(param.type?.getText() ?? "");
 }
 
-/** Is this string literal used as a code? */
-function isCodeUse(checker, literal) {
+/** How this string literal is used: "raised" (passed, assigned, tabled as a code), "declared" (a member of a `...Code` union or a `..._CODES` list) or false (not a code). */
+function codeUse(checker, literal) {
   const at = usage(literal);
   const parent = at.parent;
   if ((ts.isCallExpression(parent) || ts.isNewExpression(parent)) && parent.arguments?.includes(at)) {
-    return bindsCode(checker, parent, at);
+    return bindsCode(checker, parent, at) && "raised";
   }
   if ((ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && parent.initializer === at) {
-    if (parent.name.getText() === "code") return true;
+    if (parent.name.getText() === "code") return "raised";
     // A value of a code table: `const JSON_CODE_MAP = { JSON_TOO_DEEP: "SAFETENSORS_HEADER_TOO_DEEP" }`.
     const table = usage(parent.parent).parent;
     return (
       ts.isObjectLiteralExpression(parent.parent) &&
       ts.isVariableDeclaration(table) &&
-      /(^|_)CODES?(_|$)/.test(table.name.getText())
+      /(^|_)CODES?(_|$)/.test(table.name.getText()) &&
+      "raised"
     );
   }
-  if (ts.isVariableDeclaration(parent) && parent.initializer === at) return isCodeLike(parent.name.getText());
+  if (ts.isVariableDeclaration(parent) && parent.initializer === at)
+    return isCodeLike(parent.name.getText()) && "raised";
   if (
     ts.isBinaryExpression(parent) &&
     parent.operatorToken.kind === ts.SyntaxKind.EqualsToken &&
     parent.right === at
   ) {
-    return isCodeLike(parent.left.getText().split(".").at(-1));
+    return isCodeLike(parent.left.getText().split(".").at(-1)) && "raised";
   }
   if (ts.isArrayLiteralExpression(parent)) {
     const holder = usage(parent).parent;
-    return ts.isVariableDeclaration(holder) && /_CODES$/.test(holder.name.getText());
+    return ts.isVariableDeclaration(holder) && /_CODES$/.test(holder.name.getText()) && "declared";
   }
   if (ts.isLiteralTypeNode(parent)) {
     let up = parent.parent;
     while (ts.isUnionTypeNode(up) || ts.isParenthesizedTypeNode(up)) up = up.parent;
-    return ts.isTypeAliasDeclaration(up) && /Code$/.test(up.name.text);
+    return ts.isTypeAliasDeclaration(up) && /Code$/.test(up.name.text) && "declared";
   }
   return false;
 }
 
 /**
- * Every code in the source, with the units (packages/apps) that raise it: Map code -> Set of
- * "@ckpt/x".
+ * Every code in the source with the units (packages/apps) that declare it (a `...Code` union, a
+ * `..._CODES` list) and those that raise it (every other use): Map code -> { declared: Set of
+ * "@ckpt/x", raised: Set of "@ckpt/x" }.
  */
-export function collectErrorCodes(root = ROOT) {
+export function collectCodeUses(root = ROOT) {
   const units = sourceUnits(root);
   const unitOf = new Map(units.flatMap(({ unit, files }) => files.map((f) => [f, unit])));
   const program = ts.createProgram([...unitOf.keys()], {
@@ -156,9 +196,10 @@ export function collectErrorCodes(root = ROOT) {
         CODE.test(node.text) &&
         !ERRNO.test(node.text)
       ) {
-        if (isCodeUse(checker, node)) {
-          if (!codes.has(node.text)) codes.set(node.text, new Set());
-          codes.get(node.text).add(unit);
+        const use = codeUse(checker, node);
+        if (use) {
+          if (!codes.has(node.text)) codes.set(node.text, { declared: new Set(), raised: new Set() });
+          codes.get(node.text)[use].add(unit);
         }
       }
       ts.forEachChild(node, visit);
@@ -166,6 +207,23 @@ export function collectErrorCodes(root = ROOT) {
     visit(file);
   }
   return codes;
+}
+
+/** Every code in the source, with the units that declare or raise it: Map code -> Set of "@ckpt/x". */
+export function collectErrorCodes(root = ROOT) {
+  const codes = new Map();
+  for (const [code, { declared, raised }] of collectCodeUses(root))
+    codes.set(code, new Set([...declared, ...raised]));
+  return codes;
+}
+
+/** Codes a unit declares but never raises itself (dead vocabulary), as "CODE (@ckpt/x)" lines. */
+export function unraisedCodes(uses) {
+  const dead = [];
+  for (const [code, { declared, raised }] of uses) {
+    for (const unit of declared) if (!raised.has(unit)) dead.push(`${code} (${unit})`);
+  }
+  return dead.sort();
 }
 
 /** The codes docs/troubleshooting.md has an entry for: backticked codes in a table row's first cell or a heading. */

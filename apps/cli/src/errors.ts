@@ -1,19 +1,18 @@
+import { CkptError } from "@ckpt/errors";
+
 /** A bad command line: exit 2. */
-export class UsageError extends Error {
+export class UsageError extends CkptError<"CLI_USAGE"> {
   override readonly name = "UsageError";
-  readonly code = "CLI_USAGE";
-  readonly kind = "input" as const;
+  constructor(message: string) {
+    super("CLI_USAGE", message, { kind: "input" });
+  }
 }
 
 /** Input a command cannot work with (a path that is not there, a kind it cannot tell): exit 2. */
-export class CliInputError extends Error {
+export class CliInputError extends CkptError<"VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND"> {
   override readonly name = "CliInputError";
-  readonly kind = "input" as const;
-  constructor(
-    readonly code: "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND",
-    message: string,
-  ) {
-    super(message);
+  constructor(code: "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND", message: string) {
+    super(code, message, { kind: "input" });
   }
 }
 

@@ -35,7 +35,7 @@ export async function runTrainerBin(argv: readonly string[], io: BinIo): Promise
     .exitProcess(false)
     .wrap(Math.min(110, process.stdout.columns ?? 110))
     .fail((message, error) => {
-      throw error ?? new TrainerBindingError("CLI_USAGE", message);
+      throw error ?? new TrainerBindingError("CLI_USAGE", message, { kind: "input" });
     })
     .command(
       "serve",

@@ -1,5 +1,6 @@
-/** What the caller can do about an error; the same four kinds every ckpt package uses. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError } from "@ckpt/errors";
+
+export type { ErrorKind } from "@ckpt/errors";
 
 /** Every code this app raises itself (errors of the manager travel with their own codes). */
 export const BINDING_ERROR_CODES = [
@@ -26,14 +27,6 @@ export type BindingErrorCode = (typeof BINDING_ERROR_CODES)[number];
  * The one error class of the trainer binding. `code` is stable and documented in
  * docs/trainer-binding.md; it is what a client switches on.
  */
-export class TrainerBindingError extends Error {
+export class TrainerBindingError extends CkptError<BindingErrorCode> {
   override readonly name = "TrainerBindingError";
-  readonly code: BindingErrorCode;
-  readonly kind: ErrorKind;
-
-  constructor(code: BindingErrorCode, message: string, options: { kind?: ErrorKind; cause?: unknown } = {}) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "input";
-  }
 }

@@ -163,6 +163,7 @@ export class SidecarSession implements RequestHandler {
       throw new TrainerBindingError(
         "PROTOCOL_HELLO_REQUIRED",
         `${request.op} before hello: send hello first`,
+        { kind: "input" },
       );
     }
     if (this.finalized) {
@@ -180,6 +181,7 @@ export class SidecarSession implements RequestHandler {
       throw new TrainerBindingError(
         "SESSION_NOT_OPEN",
         `${request.op} before open: open the run attempt first`,
+        { kind: "input" },
       );
     }
     switch (request.op) {
@@ -308,6 +310,7 @@ export class SidecarSession implements RequestHandler {
       throw new TrainerBindingError(
         "SAVE_UNKNOWN",
         `commit: no open save has id ${JSON.stringify(args.save_id)} (already committed, or begun in another session)`,
+        { kind: "input" },
       );
     }
     // Whatever the outcome, this save is done: a failed commit is begun again with begin_save.

@@ -53,6 +53,7 @@ export function renderSlurmTemplate(options: SlurmTemplateOptions): string {
     throw new TrainerBindingError(
       "TEMPLATE_OPTION_INVALID",
       `--grace-seconds ${graceSeconds}: expected an integer in [${MIN_GRACE_SECONDS}, ${MAX_GRACE_SECONDS}] (one training step plus one emergency save)`,
+      { kind: "input" },
     );
   }
   for (const option of options.sbatch ?? []) {
@@ -60,6 +61,7 @@ export function renderSlurmTemplate(options: SlurmTemplateOptions): string {
       throw new TrainerBindingError(
         "TEMPLATE_OPTION_INVALID",
         `--sbatch ${JSON.stringify(option)}: expected one long option such as --nodes=4`,
+        { kind: "input" },
       );
     }
     const owner = OWN_SBATCH_OPTIONS.get(sbatchName(option));
@@ -67,6 +69,7 @@ export function renderSlurmTemplate(options: SlurmTemplateOptions): string {
       throw new TrainerBindingError(
         "TEMPLATE_OPTION_INVALID",
         `--sbatch ${JSON.stringify(option)}: the template ${owner}`,
+        { kind: "input" },
       );
     }
   }
@@ -74,12 +77,14 @@ export function renderSlurmTemplate(options: SlurmTemplateOptions): string {
     throw new TrainerBindingError(
       "TEMPLATE_OPTION_INVALID",
       `--job-name ${JSON.stringify(options.jobName)}: expected letters, digits, '.', '_', '+' or '-'`,
+      { kind: "input" },
     );
   }
   if (options.launcher.trim() === "" || /[\n\r]/.test(options.launcher)) {
     throw new TrainerBindingError(
       "TEMPLATE_OPTION_INVALID",
       "--launcher: expected the path of a launcher script",
+      { kind: "input" },
     );
   }
   // One directory per job window: a requeued window must not see the previous window's sentinel.

@@ -94,7 +94,7 @@ describe("serveConnection", () => {
     });
     const { handler } = tableHandler(async (r) => {
       if (r.op === "resume") throw managerError;
-      if (r.op === "commit") throw new TrainerBindingError("SAVE_UNKNOWN", "no such save");
+      if (r.op === "commit") throw new TrainerBindingError("SAVE_UNKNOWN", "no such save", { kind: "input" });
       throw new TypeError("boom");
     });
     const { responses } = await exchange(

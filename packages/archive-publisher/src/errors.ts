@@ -1,6 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 
+export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/archive.md ("Publish"). */
 export const ARCHIVE_PUBLISHER_ERROR_CODES = [
   "COMMIT_NOT_ITER_DIR",
@@ -34,10 +34,8 @@ export type ArchivePublisherErrorCode = (typeof ARCHIVE_PUBLISHER_ERROR_CODES)[n
  * The one error class of @ckpt/archive-publisher. `code` is stable, `kind` says whether a retry
  * can help, `subject` names the file or key concerned (never a secret).
  */
-export class ArchivePublisherError extends Error {
+export class ArchivePublisherError extends CkptError<ArchivePublisherErrorCode> {
   override readonly name = "ArchivePublisherError";
-  readonly code: ArchivePublisherErrorCode;
-  readonly kind: ErrorKind;
   readonly subject: string | undefined;
 
   constructor(
@@ -45,21 +43,7 @@ export class ArchivePublisherError extends Error {
     message: string,
     options: { kind: ErrorKind; subject?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind;
+    super(code, message, options);
     this.subject = options.subject;
   }
-}
-
-/** The kind of an error from a sibling package (which all carry one), else `failed`. */
-export function kindOf(error: unknown): ErrorKind {
-  const kind = (error as { kind?: unknown } | undefined)?.kind;
-  return kind === "input" || kind === "refused" || kind === "failed" || kind === "transient"
-    ? kind
-    : "failed";
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

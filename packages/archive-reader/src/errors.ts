@@ -1,6 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 
+export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/archive-reader raises (documented in docs/archive.md). */
 export type ArchiveReaderErrorCode =
   | "READER_RECEIPT_MISSING"
@@ -24,20 +24,16 @@ export type ArchiveReaderErrorCode =
  * The one error class of @ckpt/archive-reader: a stable `code`, a `kind` saying whether a retry or
  * other input can help, and the file or object key it is about in `subject` (never a secret).
  */
-export class ArchiveReaderError extends Error {
+export class ArchiveReaderError extends CkptError<ArchiveReaderErrorCode> {
   override readonly name = "ArchiveReaderError";
-  readonly code: ArchiveReaderErrorCode;
-  readonly kind: ErrorKind;
   readonly subject: string | undefined;
 
   constructor(
     code: ArchiveReaderErrorCode,
     message: string,
-    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+    options: { kind: ErrorKind; subject?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "refused";
+    super(code, message, options);
     this.subject = options.subject;
   }
 }

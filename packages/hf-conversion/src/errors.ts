@@ -1,5 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind, truncateForMessage } from "@ckpt/errors";
+
+export type { ErrorKind } from "@ckpt/errors";
 
 /** Every code @ckpt/hf-conversion raises (documented in docs/hf-conversion.md). */
 export type HfConversionErrorCode =
@@ -54,10 +55,8 @@ export type MaterializeStage =
  * The one error class of @ckpt/hf-conversion: a stable `code`, a `kind` saying what the caller can
  * do, the file (and tensor key) it is about, and the stage of the run it happened in.
  */
-export class HfConversionError extends Error {
+export class HfConversionError extends CkptError<HfConversionErrorCode> {
   override readonly name = "HfConversionError";
-  readonly code: HfConversionErrorCode;
-  readonly kind: ErrorKind;
   readonly file: string | undefined;
   readonly key: string | undefined;
   stage: MaterializeStage | undefined;
@@ -68,17 +67,15 @@ export class HfConversionError extends Error {
     code: HfConversionErrorCode,
     message: string,
     options: {
-      kind?: ErrorKind;
+      kind: ErrorKind;
       file?: string;
       key?: string;
       stage?: MaterializeStage;
       problems?: readonly string[];
       cause?: unknown;
-    } = {},
+    },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "refused";
+    super(code, message, options);
     this.file = options.file;
     this.key = options.key;
     this.stage = options.stage;
@@ -104,16 +101,12 @@ export function refusal(
   } = {},
 ): HfConversionError {
   return new HfConversionError(code, `REFUSED: ${found}; ${consequence}. ${remedy}`, {
-    kind: options.kind ?? "refused",
     ...options,
+    kind: options.kind ?? "refused",
   });
 }
 
 /** Quotes an untrusted name for a message: JSON string syntax, cut to a bounded length. */
 export function quote(text: string, limit = 120): string {
-  return JSON.stringify(text.length > limit ? `${text.slice(0, limit)}…` : text);
-}
-
-export function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  return truncateForMessage(text, limit);
 }

@@ -1,6 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 
+export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/merge raises (documented in docs/merge.md). */
 export type MergeErrorCode =
   // the request itself
@@ -32,21 +32,17 @@ export type MergeErrorCode =
  * The one error class of @ckpt/merge: a stable `code`, a `kind` saying what the caller can do, the
  * file it is about and, for a tensor disagreement, the tensor's key.
  */
-export class MergeError extends Error {
+export class MergeError extends CkptError<MergeErrorCode> {
   override readonly name = "MergeError";
-  readonly code: MergeErrorCode;
-  readonly kind: ErrorKind;
   readonly file: string | undefined;
   readonly tensor: string | undefined;
 
   constructor(
     code: MergeErrorCode,
     message: string,
-    options: { kind?: ErrorKind; file?: string; tensor?: string; cause?: unknown } = {},
+    options: { kind: ErrorKind; file?: string; tensor?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "input";
+    super(code, message, options);
     this.file = options.file;
     this.tensor = options.tensor;
   }

@@ -434,9 +434,7 @@ async function executeLocked(ctx: Context): Promise<MergeReport> {
       throw new MergeError(
         "MERGE_BAD_REQUEST",
         `merge: the request cannot be recorded: ${draft.error.message}`,
-        {
-          cause: draft.error,
-        },
+        { kind: "input", cause: draft.error },
       );
     }
     emit({

@@ -42,7 +42,7 @@ function sameShape(a: readonly number[], b: readonly number[]): boolean {
 }
 
 function refuse(code: MergeErrorCode, file: string, tensor: string, message: string): never {
-  throw new MergeError(code, message, { file, tensor });
+  throw new MergeError(code, message, { kind: "input", file, tensor });
 }
 
 const shapeText = (shape: readonly number[]) => `[${shape.join(", ")}]`;
@@ -58,16 +58,19 @@ export function planMerge(mode: MergeMode, experts: readonly InputListing[], bas
     throw new MergeError(
       "MERGE_BAD_REQUEST",
       "merge: no experts given. Pass --experts a/model.pt,b/model.pt.",
+      { kind: "input" },
     );
   }
   if (mode === "tv" && base === undefined) {
-    throw new MergeError("MERGE_BAD_REQUEST", "merge: --mode tv needs a base. Pass --base <hf-dir>.");
+    throw new MergeError("MERGE_BAD_REQUEST", "merge: --mode tv needs a base. Pass --base <hf-dir>.", {
+      kind: "input",
+    });
   }
   if (first.tensors.length === 0) {
     throw new MergeError(
       "MERGE_EMPTY_MODEL",
       `merge: expert ${first.file} holds no tensors. Check that it is a consolidated model checkpoint.`,
-      { file: first.file },
+      { kind: "input", file: first.file },
     );
   }
   const reference = new Map<string, TensorListing>();

@@ -52,7 +52,7 @@ export interface ResolvedMergeRequest {
 }
 
 function bad(message: string, file?: string): MergeError {
-  return new MergeError("MERGE_BAD_REQUEST", message, { file });
+  return new MergeError("MERGE_BAD_REQUEST", message, { kind: "input", file });
 }
 
 /** Top-level names an artifact directory reserves for payloads and records: diagnostics may not take them. */
@@ -63,7 +63,9 @@ function isReservedArtifactName(name: string): boolean {
 function resolveDiagnostics(diag: string | undefined, iterDir: string, cwd: string): DiagnosticsTarget {
   if (diag === undefined) return { location: "artifact", path: DEFAULT_DIAGNOSTICS_FILE };
   if (diag.trim() === "") {
-    throw new MergeError("MERGE_BAD_DIAG_PATH", "merge: --diag is empty. Name a file, or leave it out.");
+    throw new MergeError("MERGE_BAD_DIAG_PATH", "merge: --diag is empty. Name a file, or leave it out.", {
+      kind: "input",
+    });
   }
   const absolute = resolve(cwd, diag);
   const inside = relative(iterDir, absolute);
@@ -73,7 +75,7 @@ function resolveDiagnostics(diag: string | undefined, iterDir: string, cwd: stri
         "MERGE_BAD_DIAG_PATH",
         `merge: --diag ${absolute} is inside the artifact directory ${iterDir} but is not a plain file name there ` +
           "(no subdirectory, no leading dot, not a .pt component). Use e.g. merge-diagnostics.json, or a path outside the artifact.",
-        { file: absolute },
+        { kind: "input", file: absolute },
       );
     }
     return { location: "artifact", path: inside };
@@ -121,14 +123,14 @@ export function resolveMergeRequest(options: MergeOptions, cwd: string): Resolve
     throw new MergeError(
       "MERGE_BAD_OUT_PATH",
       `merge: --out ${out} is not <...>/iter_<n>/${MERGE_MODEL_FILE}. Name the model file inside an iteration directory, e.g. run/checkpoint_artifacts/iter_000000300/${MERGE_MODEL_FILE}.`,
-      { file: out },
+      { kind: "input", file: out },
     );
   }
   if (options.iteration !== undefined && options.iteration !== iteration) {
     throw new MergeError(
       "MERGE_ITERATION_MISMATCH",
       `merge: --iteration ${options.iteration} disagrees with the output directory ${basename(iterDir)} (iteration ${iteration}). Fix one of them.`,
-      { file: iterDir },
+      { kind: "input", file: iterDir },
     );
   }
   return {

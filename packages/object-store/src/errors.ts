@@ -1,7 +1,7 @@
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 import { redact } from "./redact.js";
 
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+export type { ErrorKind } from "@ckpt/errors";
 
 export type ObjectStoreErrorCode =
   | "STORE_BAD_URI"
@@ -20,10 +20,8 @@ export type ObjectStoreErrorCode =
   | "STORE_TRANSIENT"
   | "STORE_REQUEST_FAILED";
 
-export class ObjectStoreError extends Error {
+export class ObjectStoreError extends CkptError<ObjectStoreErrorCode> {
   override readonly name = "ObjectStoreError";
-  readonly code: ObjectStoreErrorCode;
-  readonly kind: ErrorKind;
   /** The object key or URI the error is about (never a secret). */
   readonly subject: string | undefined;
 
@@ -31,11 +29,9 @@ export class ObjectStoreError extends Error {
   constructor(
     code: ObjectStoreErrorCode,
     message: string,
-    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+    options: { kind: ErrorKind; subject?: string; cause?: unknown },
   ) {
-    super(redact(message), options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "failed";
+    super(code, redact(message), options);
     this.subject = options.subject === undefined ? undefined : redact(options.subject);
   }
 }

@@ -24,6 +24,7 @@ describe("redact", () => {
 
   it("is applied to every ObjectStoreError message and subject", () => {
     const error = new ObjectStoreError("STORE_BAD_URI", "bad s3://id:secret@b/p", {
+      kind: "failed",
       subject: "s3://id:secret@b",
     });
     expect(error.message).not.toContain("secret");

@@ -1,6 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 
+export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/retention raises (documented in docs/retention.md). */
 export type RetentionErrorCode =
   | "RETENTION_BAD_ARGUMENT"
@@ -15,20 +15,16 @@ export type RetentionErrorCode =
  * The one error class of @ckpt/retention: a stable `code`, a `kind` saying whether other input or a
  * retry can help, and the path it is about in `subject`. Messages never carry a secret.
  */
-export class RetentionError extends Error {
+export class RetentionError extends CkptError<RetentionErrorCode> {
   override readonly name = "RetentionError";
-  readonly code: RetentionErrorCode;
-  readonly kind: ErrorKind;
   readonly subject: string | undefined;
 
   constructor(
     code: RetentionErrorCode,
     message: string,
-    options: { kind?: ErrorKind; subject?: string; cause?: unknown } = {},
+    options: { kind: ErrorKind; subject?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "input";
+    super(code, message, options);
     this.subject = options.subject;
   }
 }

@@ -1,25 +1,141 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
+
+export type { ErrorKind } from "@ckpt/errors";
+
+/** Every code @ckpt/tensors raises (documented in docs/troubleshooting.md). */
+export type TensorsErrorCode =
+  | "CONVERT_BAD_LENGTH"
+  | "CONVERT_BAD_SCALE"
+  | "CONVERT_BUFFER_TOO_SMALL"
+  | "DCP_CHUNK_UNSTORED"
+  | "DCP_FILE_MISSING"
+  | "DCP_FILE_SHORT"
+  | "DCP_METADATA_INVALID"
+  | "DCP_METADATA_MISSING"
+  | "DCP_METADATA_UNREADABLE"
+  | "DCP_PATH_UNSAFE"
+  | "FILE_CRC_MISMATCH"
+  | "FILE_UNREADABLE"
+  | "HF_INDEX_DUPLICATE_KEY"
+  | "HF_INDEX_INVALID"
+  | "HF_INDEX_NOT_JSON"
+  | "HF_INDEX_TENSOR_MISMATCH"
+  | "HF_INDEX_TOO_LARGE"
+  | "HF_INDEX_TOO_MANY_SHARDS"
+  | "HF_INDEX_UNSAFE_SHARD_NAME"
+  | "HF_NO_WEIGHTS"
+  | "HF_SHARD_MISSING"
+  | "HF_SHARD_UNREADABLE"
+  | "INSPECT_NOT_FOUND"
+  | "INSPECT_UNKNOWN_FORMAT"
+  | "INSPECT_UNREADABLE"
+  | "PICKLE_BAD_UTF8"
+  | "PICKLE_CALL_REFUSED"
+  | "PICKLE_CONTAINER_TOO_LARGE"
+  | "PICKLE_GLOBAL_REFUSED"
+  | "PICKLE_INVALID"
+  | "PICKLE_MEMO_MISSING"
+  | "PICKLE_MEMO_TOO_LARGE"
+  | "PICKLE_OPCODE_REFUSED"
+  | "PICKLE_PROTOCOL_UNSUPPORTED"
+  | "PICKLE_STACK_TOO_DEEP"
+  | "PICKLE_STACK_UNDERFLOW"
+  | "PICKLE_TOO_DEEP"
+  | "PICKLE_TOO_LARGE"
+  | "PICKLE_TOO_MANY_OPS"
+  | "PICKLE_TRUNCATED"
+  | "SAFETENSORS_BUFFER_TOO_SMALL"
+  | "SAFETENSORS_DTYPE_UNKNOWN"
+  | "SAFETENSORS_ENTRY_INVALID"
+  | "SAFETENSORS_FILE_TOO_SMALL"
+  | "SAFETENSORS_HEADER_BOM"
+  | "SAFETENSORS_HEADER_DUPLICATE_KEY"
+  | "SAFETENSORS_HEADER_NOT_JSON"
+  | "SAFETENSORS_HEADER_NOT_OBJECT"
+  | "SAFETENSORS_HEADER_NOT_UTF8"
+  | "SAFETENSORS_HEADER_NUMBER_OUT_OF_RANGE"
+  | "SAFETENSORS_HEADER_PAST_EOF"
+  | "SAFETENSORS_HEADER_TOO_DEEP"
+  | "SAFETENSORS_HEADER_TOO_LARGE"
+  | "SAFETENSORS_METADATA_INVALID"
+  | "SAFETENSORS_OFFSETS_GAP"
+  | "SAFETENSORS_OFFSETS_INVALID"
+  | "SAFETENSORS_OFFSETS_OVERLAP"
+  | "SAFETENSORS_OFFSETS_SIZE_MISMATCH"
+  | "SAFETENSORS_READ_FAILED"
+  | "SAFETENSORS_SHAPE_INVALID"
+  | "SAFETENSORS_SHAPE_RANK_TOO_LARGE"
+  | "SAFETENSORS_SHAPE_TOO_LARGE"
+  | "SAFETENSORS_TENSOR_NOT_FOUND"
+  | "SAFETENSORS_TRAILING_BYTES"
+  | "SAFETENSORS_TRUNCATED"
+  | "SAFETENSORS_WRITE_DUPLICATE_NAME"
+  | "SAFETENSORS_WRITE_HEADER_TOO_LARGE"
+  | "SAFETENSORS_WRITE_INVALID_METADATA"
+  | "SAFETENSORS_WRITE_INVALID_SHARD_SIZE"
+  | "SAFETENSORS_WRITE_INVALID_TENSOR"
+  | "SAFETENSORS_WRITE_SIZE_MISMATCH"
+  | "SAFETENSORS_WRITE_TOO_MANY_SHARDS"
+  | "TENSOR_NOT_FINITE"
+  | "TORCH_BAD_PERSISTENT_ID"
+  | "TORCH_BAD_STORAGE_KEY"
+  | "TORCH_BAD_TENSOR"
+  | "TORCH_BUFFER_TOO_SMALL"
+  | "TORCH_BYTEORDER_UNSUPPORTED"
+  | "TORCH_DUPLICATE_TENSOR_NAME"
+  | "TORCH_LEGACY_FORMAT"
+  | "TORCH_MIXED_PREFIXES"
+  | "TORCH_NEGATIVE_STRIDE"
+  | "TORCH_RANGE_NOT_CONTIGUOUS"
+  | "TORCH_RANGE_OUTSIDE_TENSOR"
+  | "TORCH_READ_FAILED"
+  | "TORCH_RECORD_MISSING"
+  | "TORCH_STORAGE_MISSING"
+  | "TORCH_STORAGE_TOO_SHORT"
+  | "TORCH_TENSOR_OUT_OF_STORAGE"
+  | "TORCH_UNKNOWN_TENSOR"
+  | "TORCH_VERSION_UNSUPPORTED"
+  | "TORCH_WRITE_BAD_PREFIX"
+  | "TORCH_WRITE_BAD_TREE"
+  | "TORCH_WRITE_DTYPE_UNSUPPORTED"
+  | "TORCH_WRITE_SIZE_MISMATCH"
+  | "VERIFY_ABORTED"
+  | "ZIP_BAD_MEMBER_NAME"
+  | "ZIP_BOMB"
+  | "ZIP_CENTRAL_DIRECTORY_CORRUPT"
+  | "ZIP_CENTRAL_DIRECTORY_OUTSIDE"
+  | "ZIP_CENTRAL_DIRECTORY_TOO_LARGE"
+  | "ZIP_CRC_MISMATCH"
+  | "ZIP_DUPLICATE_MEMBER"
+  | "ZIP_ENCRYPTED"
+  | "ZIP_EOCD_MISSING"
+  | "ZIP_INFLATE_FAILED"
+  | "ZIP_LOCAL_HEADER_CORRUPT"
+  | "ZIP_MEMBERS_OVERLAP"
+  | "ZIP_MEMBER_OUTSIDE_FILE"
+  | "ZIP_MEMBER_TOO_LARGE"
+  | "ZIP_METHOD_UNSUPPORTED"
+  | "ZIP_MULTI_DISK"
+  | "ZIP_NUMBER_TOO_LARGE"
+  | "ZIP_SIZE_MISMATCH"
+  | "ZIP_TOO_MANY_ENTRIES"
+  | "ZIP_TRUNCATED";
 
 /**
  * The one error class of @ckpt/tensors. A malformed or hostile file is always this class with a
  * stable `code` (never an untyped exception), naming the file and, where known, the tensor.
  */
-export class TensorsError extends Error {
+export class TensorsError extends CkptError<TensorsErrorCode> {
   override readonly name = "TensorsError";
-  readonly code: string;
-  readonly kind: ErrorKind;
   readonly file: string | undefined;
   readonly tensor: string | undefined;
 
   constructor(
-    code: string,
+    code: TensorsErrorCode,
     message: string,
-    options: { kind?: ErrorKind; file?: string; tensor?: string; cause?: unknown } = {},
+    options: { kind: ErrorKind; file?: string; tensor?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind ?? "input";
+    super(code, message, options);
     this.file = options.file;
     this.tensor = options.tensor;
   }

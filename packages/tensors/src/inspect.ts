@@ -247,6 +247,6 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
   throw new TensorsError(
     "INSPECT_UNKNOWN_FORMAT",
     `inspect ${path}: not a .safetensors file, a torch.save file, a Hugging Face weights directory or a DCP checkpoint directory. Point at a checkpoint file or directory.`,
-    { file: path },
+    { kind: "input", file: path },
   );
 }

@@ -1,6 +1,6 @@
-/** What the caller can do about an error; the CLI maps `input` to exit 2 and the rest to exit 1. */
-export type ErrorKind = "input" | "refused" | "failed" | "transient";
+import { CkptError, type ErrorKind } from "@ckpt/errors";
 
+export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/trainer-checkpoint-manager.md ("Errors"). */
 export const MANAGER_ERROR_CODES = [
   // configuration
@@ -55,10 +55,8 @@ export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
  * a retry can help, `subject` names the file, key or URI concerned and `knob` the configuration
  * knob (dotted, e.g. `checkpoint_store.backend`) when a setting is at fault. Never holds a secret.
  */
-export class ManagerError extends Error {
+export class ManagerError extends CkptError<ManagerErrorCode> {
   override readonly name = "ManagerError";
-  readonly code: ManagerErrorCode;
-  readonly kind: ErrorKind;
   readonly subject: string | undefined;
   readonly knob: string | undefined;
 
@@ -67,22 +65,8 @@ export class ManagerError extends Error {
     message: string,
     options: { kind: ErrorKind; subject?: string; knob?: string; cause?: unknown },
   ) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.code = code;
-    this.kind = options.kind;
+    super(code, message, options);
     this.subject = options.subject;
     this.knob = options.knob;
   }
-}
-
-/** The kind of an error from a sibling package (which all carry one), else `failed`. */
-export function kindOf(error: unknown): ErrorKind {
-  const kind = (error as { kind?: unknown } | undefined)?.kind;
-  return kind === "input" || kind === "refused" || kind === "failed" || kind === "transient"
-    ? kind
-    : "failed";
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -79,6 +79,7 @@ export async function serveConnection(
         const error = new TrainerBindingError(
           "PROTOCOL_LINE_TOO_LONG",
           `request line of ${line.tooLongBytes} bytes exceeds the ${MAX_LINE_BYTES}-byte limit; it was dropped`,
+          { kind: "input" },
         );
         await send(output, failure(null, error));
         continue;

@@ -117,7 +117,9 @@ export function parseRequest(line: string): Request | RejectedLine {
     const shown = line.length > 80 ? `${line.slice(0, 80)}...` : line;
     return {
       id: null,
-      error: new TrainerBindingError("PROTOCOL_PARSE", `request is not JSON (${shown}): ${String(error)}`),
+      error: new TrainerBindingError("PROTOCOL_PARSE", `request is not JSON (${shown}): ${String(error)}`, {
+        kind: "input",
+      }),
     };
   }
   const idOnly = requestId.safeParse((raw as { id?: unknown } | null)?.id);
@@ -129,6 +131,7 @@ export function parseRequest(line: string): Request | RejectedLine {
       error: new TrainerBindingError(
         "PROTOCOL_BAD_REQUEST",
         `malformed request: ${describeIssues(envelope.error, "request")}. Expected {"id": ..., "op": ..., "args": {...}}`,
+        { kind: "input" },
       ),
     };
   }
@@ -139,6 +142,7 @@ export function parseRequest(line: string): Request | RejectedLine {
       error: new TrainerBindingError(
         "PROTOCOL_UNKNOWN_OP",
         `unknown op ${JSON.stringify(op)}; protocol v1 ops are ${OP_NAMES.join(", ")}`,
+        { kind: "input" },
       ),
     };
   }
@@ -149,6 +153,7 @@ export function parseRequest(line: string): Request | RejectedLine {
       error: new TrainerBindingError(
         "PROTOCOL_BAD_REQUEST",
         `bad arguments for ${op}: ${describeIssues(args.error, "args")}`,
+        { kind: "input" },
       ),
     };
   }
@@ -186,6 +191,7 @@ export function negotiateVersion(offered: readonly number[]): number {
     throw new TrainerBindingError(
       "PROTOCOL_VERSION",
       `no common protocol version: the client offers ${offered.join(", ")}, this sidecar speaks ${PROTOCOL_VERSIONS.join(", ")}. Use a client and a ckpt-trainer of matching releases`,
+      { kind: "input" },
     );
   }
   return Math.max(...common);

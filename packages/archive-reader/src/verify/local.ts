@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import {
@@ -68,10 +69,6 @@ export interface LocalVerifyReport {
   readonly archive: Destination | undefined;
   /** Roles of a multi-role boundary (`_SUCCESS`), each judged as a checkpoint of its own. */
   readonly roles?: readonly string[];
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function codeOf(error: unknown): string | undefined {

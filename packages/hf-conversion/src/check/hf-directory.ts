@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { createHash } from "node:crypto";
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
@@ -15,7 +16,7 @@ import {
   type SafetensorsTensorInfo,
   TensorsError,
 } from "@ckpt/tensors";
-import { describe, quote } from "../errors.js";
+import { quote } from "../errors.js";
 
 /**
  * The closed set of problems `checkHfDirectory` reports. Stable: callers (`ckpt verify`, the
@@ -107,7 +108,7 @@ async function readShard(
         file,
         message: missing
           ? `shard ${quote(file)} listed by the index does not exist`
-          : `shard ${quote(file)} cannot be opened (${describe(error)})`,
+          : `shard ${quote(file)} cannot be opened (${messageOf(error)})`,
       },
     };
   }
@@ -140,9 +141,9 @@ async function readShard(
       };
     } catch (error) {
       if (error instanceof TensorsError || error instanceof RangeError) {
-        return { problem: { code: "header_invalid", file, message: describe(error) } };
+        return { problem: { code: "header_invalid", file, message: messageOf(error) } };
       }
-      return { problem: { code: "shard_unreadable", file, message: describe(error) } };
+      return { problem: { code: "shard_unreadable", file, message: messageOf(error) } };
     }
   } finally {
     await handle.close();
@@ -171,7 +172,7 @@ async function readIndex(
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { absent: true };
     return {
-      problem: { code: "index_invalid", file, message: `cannot open the index (${describe(error)})` },
+      problem: { code: "index_invalid", file, message: `cannot open the index (${messageOf(error)})` },
     };
   }
   let bytes: Uint8Array;

@@ -1,5 +1,6 @@
+import { messageOf } from "@ckpt/errors";
 import { describeLockHolder, type HeldLock, lockDirectory } from "@ckpt/manifest";
-import { describe, HfConversionError, refusal } from "../errors.js";
+import { HfConversionError, refusal } from "../errors.js";
 
 /** A holder that stopped refreshing its lock this long ago is stale (proper-lockfile's mtime rule). */
 export const LOCK_STALE_MS = 10_000;
@@ -59,7 +60,7 @@ export async function acquireOutputLock(
     case "failed":
       throw new HfConversionError(
         "MATERIALIZE_BUILD_FAILED",
-        `lock ${lockDir}: ${describe(outcome.error)}.`,
+        `lock ${lockDir}: ${messageOf(outcome.error)}.`,
         {
           kind: "failed",
           file: lockDir,

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
@@ -19,7 +20,7 @@ import {
   writeRecordFile,
 } from "@ckpt/manifest";
 import { type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
-import { describe, HfConversionError, type MaterializeStage, refusal } from "../errors.js";
+import { HfConversionError, type MaterializeStage, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
 import { type BasePreflight, preflightBase } from "../preflight/base.js";
 import type { OpenedSource } from "../source/open.js";
@@ -52,7 +53,7 @@ function inStage(error: unknown, stage: MaterializeStage, out: string): unknown 
   const kind = (error as { kind?: unknown }).kind;
   return new HfConversionError(
     "MATERIALIZE_BUILD_FAILED",
-    `materialize ${out}: the ${stage} stage failed: ${typeof code === "string" ? `[${code}] ` : ""}${describe(error)}${
+    `materialize ${out}: the ${stage} stage failed: ${typeof code === "string" ? `[${code}] ` : ""}${messageOf(error)}${
       stage === "convert" || stage === "sidecars" || stage === "verify" || stage === "mark"
         ? ` The staging directory was removed; ${out} is unchanged.`
         : ""

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
@@ -13,7 +14,7 @@ import {
 } from "@ckpt/manifest";
 import { HF_INDEX_FILE } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
-import { describe, refusal } from "../errors.js";
+import { refusal } from "../errors.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { checkSidecars } from "../verify/sidecars.js";
 import type { TreeState } from "./decide.js";
@@ -46,7 +47,7 @@ export async function intactProblems(
         problems.push(`${entry.path} differs from its recorded digest`);
       }
     } catch (error) {
-      problems.push(`${entry.path}: ${describe(error)}`);
+      problems.push(`${entry.path}: ${messageOf(error)}`);
     }
   }
   if (problems.length > 0) return problems;

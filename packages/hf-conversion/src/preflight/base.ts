@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { readdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import {
@@ -11,7 +12,7 @@ import {
 } from "@ckpt/manifest";
 import { type DType, HF_INDEX_FILE } from "@ckpt/tensors";
 import { type HfDirectoryInspection, type HfShardLayout, inspectHfDirectory } from "../check/hf-directory.js";
-import { describe, type HfConversionErrorCode, refusal } from "../errors.js";
+import { type HfConversionErrorCode, refusal } from "../errors.js";
 import {
   canonicalTemplate,
   JINJA_TEMPLATE_FILE,
@@ -112,7 +113,7 @@ async function readText(path: string): Promise<{ bytes?: Uint8Array; problem?: s
         return { problem: `is larger than ${MAX_SIDECAR_TEXT_BYTES} bytes` };
       if (error.code === "RECORD_NOT_A_FILE") return { problem: "is not a regular file" };
     }
-    return { problem: `cannot be read (${describe(error)})` };
+    return { problem: `cannot be read (${messageOf(error)})` };
   }
 }
 
@@ -166,7 +167,7 @@ export async function preflightBase(
   } catch (error) {
     throw refusal(
       "MATERIALIZE_BASE_UNREADABLE",
-      `the base ${dir} cannot be listed (${describe(error)})`,
+      `the base ${dir} cannot be listed (${messageOf(error)})`,
       "the build reads its layout, config and sidecars from there",
       "Point --base at a Hugging Face model directory.",
       { file: dir, kind: "input" },
@@ -267,7 +268,7 @@ export async function preflightBase(
         problem(
           "MATERIALIZE_BASE_SIDECAR",
           entry.path,
-          `${entry.path} of the base cannot be read (${describe(error)})`,
+          `${entry.path} of the base cannot be read (${messageOf(error)})`,
           COPY,
         );
       }
@@ -299,7 +300,7 @@ export async function preflightBase(
       problem(
         "MATERIALIZE_BASE_SIDECAR",
         entry.path,
-        `${entry.path} of the base is not valid JSON (${describe(error)})`,
+        `${entry.path} of the base is not valid JSON (${messageOf(error)})`,
         COPY,
       );
       continue;

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -9,7 +10,7 @@ import {
   readArtifactManifest,
 } from "@ckpt/manifest";
 import { openTorchFile, type TorchFile, type TorchTensorEntry } from "@ckpt/tensors";
-import { describe, HfConversionError, quote, refusal } from "../errors.js";
+import { HfConversionError, quote, refusal } from "../errors.js";
 import type { SourceTensor } from "../plan/mapping.js";
 
 /** The key under which a consolidated checkpoint holds its state dict: `torch.save({"net": sd})`. */
@@ -102,7 +103,7 @@ export async function openSource(
   } catch (error) {
     throw new HfConversionError(
       "MATERIALIZE_SOURCE_UNREADABLE",
-      `open ${path}: ${describe(error)}. Check that the artifact's model.pt exists and is readable.`,
+      `open ${path}: ${messageOf(error)}. Check that the artifact's model.pt exists and is readable.`,
       {
         kind: (error as NodeJS.ErrnoException).code === "ENOENT" ? "input" : "failed",
         file: path,

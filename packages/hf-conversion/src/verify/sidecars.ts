@@ -1,6 +1,7 @@
+import { messageOf } from "@ckpt/errors";
 import { join } from "node:path";
 import { canonicalJson, hashFile, type JsonValue, parseStrictJson, readBoundedFile } from "@ckpt/manifest";
-import { describe } from "../errors.js";
+
 import { MAX_SIDECAR_TEXT_BYTES, type SidecarFile } from "../preflight/base.js";
 import type { UnifiedTemplatePlan } from "../preflight/templates.js";
 
@@ -60,7 +61,7 @@ export async function checkSidecars(
           problems.push(`${file.path}: keys other than chat_template differ from the base's`);
         }
       } catch (error) {
-        problems.push(`${file.path}: cannot be checked (${describe(error)})`);
+        problems.push(`${file.path}: cannot be checked (${messageOf(error)})`);
       }
       continue;
     }
@@ -72,7 +73,7 @@ export async function checkSidecars(
         );
       }
     } catch (error) {
-      problems.push(`${file.path}: ${describe(error)}`);
+      problems.push(`${file.path}: ${messageOf(error)}`);
     }
   }
   return problems;

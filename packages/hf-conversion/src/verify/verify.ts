@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { createHash } from "node:crypto";
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
@@ -11,7 +12,7 @@ import {
 } from "@ckpt/manifest";
 import { dtypeSize, HF_INDEX_FILE, openSafetensors, type SafetensorsTensorInfo } from "@ckpt/tensors";
 import { inspectHfDirectory } from "../check/hf-directory.js";
-import { describe, HfConversionError } from "../errors.js";
+import { HfConversionError } from "../errors.js";
 import { GrowableBuffer, expertBlockBytes, type SourceBytes } from "../convert/assemble.js";
 import type { BasePreflight } from "../preflight/base.js";
 import { TEMPLATE_DIR } from "../preflight/templates.js";
@@ -192,7 +193,7 @@ export async function verifyStaged(input: VerifyInput): Promise<VerifyReport> {
         sampledExpertParts += await sampleInstance(instance, input.source, reader, random, problems);
       }
     } catch (error) {
-      problems.push(`probing failed: ${describe(error)}`);
+      problems.push(`probing failed: ${messageOf(error)}`);
     } finally {
       await reader.close();
     }
@@ -272,7 +273,7 @@ export async function probeShard(dir: string, shard: OutputShard, source: Source
       tensors++;
     }
   } catch (error) {
-    problems.push(`${shard.file}: probing failed: ${describe(error)}`);
+    problems.push(`${shard.file}: probing failed: ${messageOf(error)}`);
   } finally {
     await file.close();
   }

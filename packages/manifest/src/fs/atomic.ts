@@ -1,7 +1,8 @@
+import { messageOf } from "@ckpt/errors";
 import { createHash, randomBytes } from "node:crypto";
 import { type FileHandle, lstat, open, readdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
-import { ManifestError } from "../errors.js";
+import { ManifestError, type ManifestErrorCode } from "../errors.js";
 import { writeFully } from "./write-fully.js";
 
 /**
@@ -41,12 +42,8 @@ export function temporaryPathFor(target: string): string {
   return join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`);
 }
 
-function failed(code: string, message: string, file: string, cause?: unknown): ManifestError {
+function failed(code: ManifestErrorCode, message: string, file: string, cause?: unknown): ManifestError {
   return new ManifestError(code, message, { kind: "failed", file, cause });
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Fsyncs a directory so a rename or create inside it survives a crash. */
@@ -62,7 +59,7 @@ export async function fsyncDirectory(dir: string): Promise<void> {
     if (code === "EINVAL" || code === "ENOTSUP" || code === "EISDIR") return;
     throw failed(
       "FS_FSYNC_FAILED",
-      `fsync directory ${dir}: ${describe(error)}. Check that it exists and is writable.`,
+      `fsync directory ${dir}: ${messageOf(error)}. Check that it exists and is writable.`,
       dir,
       error,
     );
@@ -80,7 +77,7 @@ export async function fsyncFile(path: string): Promise<void> {
   } catch (error) {
     throw failed(
       "FS_FSYNC_FAILED",
-      `fsync ${path}: ${describe(error)}. Check that the file exists and is writable.`,
+      `fsync ${path}: ${messageOf(error)}. Check that the file exists and is writable.`,
       path,
       error,
     );
@@ -140,7 +137,7 @@ export async function writeFileAtomic(
     } catch (error) {
       throw failed(
         "FS_WRITE_FAILED",
-        `write ${path}: ${describe(error)}. The previous content, if any, is unchanged.`,
+        `write ${path}: ${messageOf(error)}. The previous content, if any, is unchanged.`,
         path,
         error,
       );
@@ -162,7 +159,7 @@ export async function writeFileAtomic(
     } catch (error) {
       throw failed(
         "FS_WRITE_FAILED",
-        `rename ${temp} to ${path}: ${describe(error)}. The previous content, if any, is unchanged.`,
+        `rename ${temp} to ${path}: ${messageOf(error)}. The previous content, if any, is unchanged.`,
         path,
         error,
       );
@@ -225,7 +222,7 @@ export async function findTemporaries(dir: string): Promise<TemporaryFile[]> {
   try {
     names = await readdir(dir);
   } catch (error) {
-    throw failed("FS_LIST_FAILED", `list ${dir}: ${describe(error)}.`, dir, error);
+    throw failed("FS_LIST_FAILED", `list ${dir}: ${messageOf(error)}.`, dir, error);
   }
   const found: TemporaryFile[] = [];
   for (const name of names.sort()) {
@@ -273,7 +270,7 @@ export async function removeTemporaries(
     } catch (error) {
       throw failed(
         "FS_REMOVE_FAILED",
-        `remove temporary ${temp.path}: ${describe(error)}.`,
+        `remove temporary ${temp.path}: ${messageOf(error)}.`,
         temp.path,
         error,
       );

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { createHash } from "node:crypto";
 import { lstat, readdir, realpath, stat } from "node:fs/promises";
 import { join } from "node:path";
@@ -18,10 +19,6 @@ export function sha256Hex(bytes: Uint8Array | string): string {
   return createHash("sha256").update(bytes).digest("hex");
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 async function planExplicitFile(path: string): Promise<PlannedFile> {
   let info: Awaited<ReturnType<typeof stat>>;
   try {
@@ -29,7 +26,7 @@ async function planExplicitFile(path: string): Promise<PlannedFile> {
   } catch (error) {
     throw new ManifestError(
       "HASH_READ_FAILED",
-      `hash ${path}: ${describe(error)}. Check that the file exists and is readable.`,
+      `hash ${path}: ${messageOf(error)}. Check that the file exists and is readable.`,
       { kind: "failed", file: path, cause: error },
     );
   }
@@ -116,7 +113,7 @@ export async function walk(
     } catch (error) {
       throw new ManifestError(
         "HASH_READ_FAILED",
-        `hash ${absoluteDir}: ${describe(error)}. Check that the directory exists and is readable.`,
+        `hash ${absoluteDir}: ${messageOf(error)}. Check that the directory exists and is readable.`,
         { kind: "failed", file: absoluteDir, cause: error },
       );
     }
@@ -129,7 +126,7 @@ export async function walk(
       } catch (error) {
         throw new ManifestError(
           "HASH_READ_FAILED",
-          `hash ${absolute}: ${describe(error)}. Was it removed while the directory was listed?`,
+          `hash ${absolute}: ${messageOf(error)}. Was it removed while the directory was listed?`,
           { kind: "failed", file: absolute, cause: error },
         );
       }

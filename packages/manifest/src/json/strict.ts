@@ -1,4 +1,5 @@
-import { ManifestError } from "../errors.js";
+import { truncateForMessage } from "@ckpt/errors";
+import { ManifestError, type ManifestErrorCode } from "../errors.js";
 
 /** A JSON value as produced by {@link parseStrictJson}. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -9,8 +10,6 @@ export const MAX_JSON_DEPTH = 64;
 export const MAX_JSON_TEXT_LENGTH = 64 * 1024 * 1024;
 /** Hard ceiling on a caller-chosen depth: the parser recurses once per level, so stay far below the stack limit. */
 const MAX_ALLOWED_DEPTH = 1000;
-/** Untrusted text quoted in messages is cut to this many characters. */
-const QUOTE_LIMIT = 40;
 
 export interface StrictJsonOptions {
   /** Names the input in error messages and in `ManifestError.file` (a path or URI, never a secret). */
@@ -19,12 +18,6 @@ export interface StrictJsonOptions {
   maxDepth?: number;
   /** Longest allowed text in UTF-16 code units; default {@link MAX_JSON_TEXT_LENGTH}. */
   maxLength?: number;
-}
-
-/** Cuts untrusted text for a message and makes control characters visible. */
-export function truncateForMessage(text: string, limit = QUOTE_LIMIT): string {
-  const cut = text.length > limit ? `${text.slice(0, limit)}…` : text;
-  return JSON.stringify(cut);
 }
 
 /**
@@ -44,7 +37,7 @@ export function parseStrictJson(text: string, options: StrictJsonOptions): JsonV
     throw new ManifestError(
       "JSON_TOO_LONG",
       `parse ${options.name}: JSON text is ${text.length} characters; the limit is ${maxLength}. Is this really a record?`,
-      { file: options.name },
+      { kind: "input", file: options.name },
     );
   }
   return new Parser(text, options.name, maxDepth).parseDocument();
@@ -380,7 +373,7 @@ class Parser {
     );
   }
 
-  private error(code: string, what: string, hint: string): ManifestError {
+  private error(code: ManifestErrorCode, what: string, hint: string): ManifestError {
     let line = 1;
     let lineStart = 0;
     for (let i = 0; i < this.pos && i < this.text.length; i++) {
@@ -393,6 +386,7 @@ class Parser {
     const field = this.path.length > 0 ? jsonPath(this.path) : undefined;
     const at = field === undefined ? "" : ` in ${field}`;
     return new ManifestError(code, `parse ${this.name}: ${what}${at} at ${where}. ${hint}.`, {
+      kind: "input",
       file: this.name,
       field,
     });

@@ -1,5 +1,5 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { ManifestError } from "../errors.js";
-import { truncateForMessage } from "../json/strict.js";
 
 export const ITER_DIR_PREFIX = "iter_";
 /** Digits written in a new iteration directory name (`iter_000000100`). */
@@ -14,6 +14,7 @@ export function formatIterDir(iteration: number): string {
     throw new ManifestError(
       "LAYOUT_BAD_ITERATION",
       `format iteration directory: ${iteration} is not a non-negative integer. Iterations count from 0.`,
+      { kind: "input" },
     );
   }
   return `${ITER_DIR_PREFIX}${String(iteration).padStart(ITER_DIR_DIGITS, "0")}`;
@@ -38,7 +39,7 @@ export function requireIterDir(name: string, context: string): number {
       "LAYOUT_BAD_ITER_DIR",
       `parse iteration directory ${truncateForMessage(name)} in ${context}: it is not iter_<digits>. ` +
         "Iteration directories are named like iter_000000100.",
-      { file: context },
+      { kind: "input", file: context },
     );
   }
   return value;

@@ -1,6 +1,6 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { basename, dirname, join } from "node:path";
 import { ManifestError } from "../errors.js";
-import { truncateForMessage } from "../json/strict.js";
 import { pathProblem } from "../paths/safe.js";
 import { formatIterDir, parseIterDir } from "./iter.js";
 import { assertRunTs, type RunTs } from "./run-ts.js";
@@ -27,7 +27,7 @@ function requireSegment(value: string, what: string): void {
       "LAYOUT_BAD_SEGMENT",
       `build run path: ${what} ${truncateForMessage(String(value))} is not one path segment` +
         `${problem ? ` (${problem.reason})` : ""}. Use a plain name without '/'.`,
-      { field: what },
+      { kind: "input", field: what },
     );
   }
 }
@@ -64,7 +64,7 @@ function normalizeUploadPrefix(uploadPrefix: string): string {
       problem.code,
       `derive archive prefix from ${truncateForMessage(uploadPrefix)}: ${problem.reason}. ` +
         "An upload prefix is a relative key prefix like project/group/name/20260901120000/checkpoints.",
-      { field: "upload_prefix" },
+      { kind: "input", field: "upload_prefix" },
     );
   }
   if (basename(prefix) !== CHECKPOINTS_DIR) {
@@ -72,7 +72,7 @@ function normalizeUploadPrefix(uploadPrefix: string): string {
       "LAYOUT_NOT_CHECKPOINTS_PREFIX",
       `derive archive prefix from ${truncateForMessage(uploadPrefix)}: it does not end in /${CHECKPOINTS_DIR}. ` +
         "Pass the run's checkpoint prefix (<project>/<group>/<name>/<run_ts>/checkpoints); artifacts go to its sibling.",
-      { field: "upload_prefix" },
+      { kind: "input", field: "upload_prefix" },
     );
   }
   return prefix;

@@ -1,5 +1,5 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { ManifestError } from "../errors.js";
-import { truncateForMessage } from "../json/strict.js";
 
 /** A run-attempt timestamp: `YYYYmmddHHMMSS` in UTC, e.g. `20260901120000`. */
 export type RunTs = string;
@@ -10,13 +10,16 @@ const RUN_TS_PATTERN = /^([0-9]{4})([0-9]{2})([0-9]{2})([0-9]{2})([0-9]{2})([0-9
 export function formatRunTs(date: Date): RunTs {
   const time = date.getTime();
   if (!Number.isFinite(time)) {
-    throw new ManifestError("LAYOUT_BAD_RUN_TS", "mint run timestamp: the clock returned an invalid date.");
+    throw new ManifestError("LAYOUT_BAD_RUN_TS", "mint run timestamp: the clock returned an invalid date.", {
+      kind: "input",
+    });
   }
   const year = date.getUTCFullYear();
   if (year < 1000 || year > 9999) {
     throw new ManifestError(
       "LAYOUT_BAD_RUN_TS",
       `mint run timestamp: year ${year} does not have four digits.`,
+      { kind: "input" },
     );
   }
   const two = (n: number) => String(n).padStart(2, "0");
@@ -63,7 +66,7 @@ export function assertRunTs(text: string, context: string): void {
       "LAYOUT_BAD_RUN_TS",
       `check run timestamp ${truncateForMessage(text)} in ${context}: it is not a valid YYYYmmddHHMMSS time. ` +
         "Run attempts are named like 20260901120000.",
-      { file: context },
+      { kind: "input", file: context },
     );
   }
 }

@@ -1,7 +1,7 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { realpath } from "node:fs/promises";
 import { dirname, join, relative, resolve, sep } from "node:path";
-import { ManifestError } from "../errors.js";
-import { truncateForMessage } from "../json/strict.js";
+import { ManifestError, type ManifestErrorCode } from "../errors.js";
 
 /** Longest relative path accepted, in UTF-8 bytes: Linux PATH_MAX; longer names cannot be opened anyway. */
 export const MAX_RELATIVE_PATH_BYTES = 4096;
@@ -10,7 +10,7 @@ export const MAX_PATH_SEGMENT_BYTES = 255;
 
 /** Why a string is not a safe relative POSIX path: a stable code and a sentence. */
 export interface PathProblem {
-  code: string;
+  code: ManifestErrorCode;
   reason: string;
 }
 
@@ -54,6 +54,7 @@ export function assertSafeRelativePath(path: string, context: string): void {
     throw new ManifestError(
       "PATH_NOT_STRING",
       `check path in ${context}: it is not a string. Paths are strings.`,
+      { kind: "input" },
     );
   }
   const problem = pathProblem(path);
@@ -62,7 +63,7 @@ export function assertSafeRelativePath(path: string, context: string): void {
       problem.code,
       `check path ${truncateForMessage(path)} in ${context}: ${problem.reason}. ` +
         "Paths in ckpt records are relative POSIX paths without '.', '..' or empty segments.",
-      { file: context },
+      { kind: "input", file: context },
     );
   }
 }

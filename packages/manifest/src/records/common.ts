@@ -1,10 +1,11 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { z } from "zod";
-import { ManifestError } from "../errors.js";
+import { ManifestError, type ManifestErrorCode } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
 import { canonicalJson, compareCodePoints } from "../json/canonical.js";
-import { type JsonValue, jsonPath, parseStrictJson, truncateForMessage } from "../json/strict.js";
+import { type JsonValue, jsonPath, parseStrictJson } from "../json/strict.js";
 import { pathProblem } from "../paths/safe.js";
 
 /** Largest record file read: real records are kilobytes (a DCP inventory a few MiB); 64 MiB bounds memory. */
@@ -24,7 +25,7 @@ export const MAX_FILE_SIZE = Number.MAX_SAFE_INTEGER;
 /** Adds an issue whose ManifestError code is `code` (see issueToError). */
 export function codedIssue(
   ctx: z.RefinementCtx,
-  code: string,
+  code: ManifestErrorCode,
   message: string,
   path?: Array<string | number>,
 ): void {
@@ -128,7 +129,7 @@ type RecordLabel = Pick<RecordSchema<unknown>, "title" | "fileName">;
 function fieldError(
   spec: RecordLabel,
   name: string,
-  code: string,
+  code: ManifestErrorCode,
   field: string | undefined,
   what: string,
 ): ManifestError {
@@ -138,13 +139,13 @@ function fieldError(
   return new ManifestError(
     code,
     `validate ${spec.title} ${name}: ${at}${detail}. See docs/formats.md for the ${spec.fileName} format.`,
-    { file: name, field },
+    { kind: "input", file: name, field },
   );
 }
 
 function issueToError(spec: RecordLabel, name: string, issue: z.core.$ZodIssue): ManifestError {
   const segments = issue.path.filter((s): s is string | number => typeof s !== "symbol");
-  let code = "RECORD_INVALID";
+  let code: ManifestErrorCode = "RECORD_INVALID";
   let what = issue.message;
   switch (issue.code) {
     case "invalid_type":
@@ -155,7 +156,7 @@ function issueToError(spec: RecordLabel, name: string, issue: z.core.$ZodIssue):
     case "invalid_key": {
       const inner = issue.issues[0];
       const custom = inner?.code === "custom" ? inner.params?.code : undefined;
-      code = typeof custom === "string" ? custom : "RECORD_INVALID_VALUE";
+      code = typeof custom === "string" ? (custom as ManifestErrorCode) : "RECORD_INVALID_VALUE";
       what = `has an invalid key: ${inner?.message ?? "not allowed"}`;
       break;
     }
@@ -180,7 +181,8 @@ function issueToError(spec: RecordLabel, name: string, issue: z.core.$ZodIssue):
       break;
     case "custom": {
       const custom = issue.params?.code;
-      if (typeof custom === "string") code = custom;
+      // codedIssue put it there, typed.
+      if (typeof custom === "string") code = custom as ManifestErrorCode;
       break;
     }
     default:
@@ -240,7 +242,7 @@ export function decodeUtf8(bytes: Uint8Array, name: string): string {
     throw new ManifestError(
       "RECORD_NOT_UTF8",
       `decode ${name}: the bytes are not valid UTF-8. Records are UTF-8 JSON; the file is damaged or not a record.`,
-      { file: name, cause },
+      { kind: "input", file: name, cause },
     );
   }
 }
@@ -258,7 +260,7 @@ function tooLarge(name: string, size: number): ManifestError {
   return new ManifestError(
     "RECORD_TOO_LARGE",
     `read ${name}: the file is ${size} bytes; records are at most ${MAX_RECORD_BYTES} bytes. It is not a ckpt record.`,
-    { file: name },
+    { kind: "input", file: name },
   );
 }
 
@@ -278,6 +280,7 @@ export async function readBoundedFile(
     const code = (cause as NodeJS.ErrnoException).code;
     if (code === "ENOENT") {
       throw new ManifestError("RECORD_NOT_FOUND", `read ${path}: the file does not exist.`, {
+        kind: "input",
         file: path,
         cause,
       });
@@ -294,9 +297,7 @@ export async function readBoundedFile(
       throw new ManifestError(
         "RECORD_NOT_A_FILE",
         `read ${path}: it is not a regular file. Records are files.`,
-        {
-          file: path,
-        },
+        { kind: "input", file: path },
       );
     }
     if (stats.size > maxBytes) throw tooLarge(path, stats.size);

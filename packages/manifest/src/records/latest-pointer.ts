@@ -1,5 +1,5 @@
+import { truncateForMessage } from "@ckpt/errors";
 import { ManifestError } from "../errors.js";
-import { truncateForMessage } from "../json/strict.js";
 import { formatIterDir, parseIterDir } from "../layout/iter.js";
 import { decodeUtf8, readBoundedFile } from "./common.js";
 import { LATEST_CHECKPOINT_FILE } from "./names.js";
@@ -27,7 +27,7 @@ export function parseLatestPointer(bytes: Uint8Array, name: string = LATEST_CHEC
       `read ${name}: expected one iteration directory name like iter_000000100, found ` +
         `${line === undefined ? `${bytes.byteLength} bytes` : truncateForMessage(line)}. ` +
         "Rewrite the pointer or resume from an explicit iteration.",
-      { file: name },
+      { kind: "input", file: name },
     );
   }
   return { iterDirName: line, iteration };

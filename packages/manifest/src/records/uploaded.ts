@@ -82,7 +82,7 @@ export function parseUploadedMarker(
     throw new ManifestError(
       "RECORD_TOO_LARGE",
       `read ${name}: the file is ${bytes.byteLength} bytes; records are at most ${MAX_RECORD_BYTES} bytes. It is not a ckpt record.`,
-      { file: name },
+      { kind: "input", file: name },
     );
   }
   const text = decodeUtf8(bytes, name);
@@ -98,7 +98,7 @@ export function parseUploadedMarker(
       "RECORD_BAD_TEXT",
       `read ${name}: it is neither a JSON receipt nor a one-line legacy marker (at most ${MAX_LEGACY_MARKER_BYTES} bytes). ` +
         "Move it aside and publish again to write a receipt.",
-      { file: name },
+      { kind: "input", file: name },
     );
   }
   return { legacy: true, text: line };

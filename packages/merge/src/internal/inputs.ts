@@ -59,7 +59,7 @@ function unreadable(file: string, error: unknown, what: string): MergeError {
   return new MergeError(
     "MERGE_INPUT_UNREADABLE",
     `merge: cannot read ${what} ${file}: ${reason}. Check the path and that it is ${what === "the base" ? "a Hugging Face directory with safetensors weights" : "a torch.save or safetensors model file"}.`,
-    { file, cause: error },
+    { kind: "input", file, cause: error },
   );
 }
 
@@ -88,7 +88,7 @@ async function openTorchExpert(path: string, source: ByteSource): Promise<Tensor
     new MergeError(
       "MERGE_EXPERT_LAYOUT",
       `merge: expert ${path} ${detail}. Experts are consolidated torch.save({"net": state_dict}) files with Hugging Face key names.`,
-      { file: path },
+      { kind: "input", file: path },
     );
   if (!(net instanceof PickleDict))
     throw layoutError(`has no "${EXPERT_STATE_KEY}" state dict at its top level`);

@@ -168,7 +168,7 @@ export async function readOutputFacts(iterDir: string): Promise<OutputFacts> {
     throw new MergeError(
       "MERGE_BAD_OUT_PATH",
       `merge: ${iterDir} exists and is not a directory. Remove it or choose another --out.`,
-      { file: iterDir },
+      { kind: "input", file: iterDir },
     );
   }
   if (kind === "absent") {

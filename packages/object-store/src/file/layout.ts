@@ -91,6 +91,7 @@ export function fileError(action: string, key: string, uri: string, error: unkno
     );
   }
   return new ObjectStoreError("STORE_REQUEST_FAILED", `${action} ${key} in ${uri}: ${code}.`, {
+    kind: "failed",
     subject: key,
     cause: error,
   });

@@ -13,7 +13,7 @@ export function noSuchObject(subject: string, store?: string): ObjectStoreError 
   return new ObjectStoreError(
     "STORE_NOT_FOUND",
     `get ${subject}: no such object${store === undefined ? "" : ` in ${store}`}.`,
-    { subject },
+    { kind: "failed", subject },
   );
 }
 

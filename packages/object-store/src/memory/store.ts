@@ -175,6 +175,7 @@ class InMemoryStore implements MemoryStore {
                 subject: key,
               })
             : new ObjectStoreError("STORE_REQUEST_FAILED", `${op} ${key}: injected failure (500).`, {
+                kind: "failed",
                 subject: key,
               });
         }

@@ -90,7 +90,7 @@ export function toStoreError(error: unknown, action: string, subject: string): O
   const name = errorNameOf(error);
   const what = status === undefined ? name : `HTTP ${status} ${name}`;
   const where = `${action} ${subject}`;
-  const options = { subject, cause: error };
+  const options = { kind: "failed" as const, subject, cause: error };
   if (name === "AbortError") {
     return new ObjectStoreError("STORE_ABORTED", `${where}: aborted by the caller.`, options);
   }

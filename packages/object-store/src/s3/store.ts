@@ -310,6 +310,7 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   const uploadId = created.UploadId;
   if (uploadId === undefined) {
     throw new ObjectStoreError("STORE_REQUEST_FAILED", `put ${subject}: the endpoint returned no UploadId.`, {
+      kind: "failed",
       subject,
     });
   }
@@ -379,7 +380,7 @@ async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
           throw new ObjectStoreError(
             "STORE_REQUEST_FAILED",
             `put ${subject}: part ${partNumber} was accepted without an ETag.`,
-            { subject },
+            { kind: "failed", subject },
           );
         }
         parts.push({ PartNumber: partNumber, ETag: etag });
@@ -470,9 +471,7 @@ async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Prom
           throw new ObjectStoreError(
             "STORE_REQUEST_FAILED",
             `get ${subject}: the response has no readable body.`,
-            {
-              subject,
-            },
+            { kind: "failed", subject },
           );
         }
         return out.Body;

@@ -72,7 +72,7 @@ export async function* copyPrefixIter(
         "STORE_INTEGRITY",
         `copy ${src.uri}/${key} to ${dst.uri}/${key}: the bytes hash to ${actual} but the source records sha256 ${source.sha256}. ` +
           "The copy was removed; check the source object.",
-        { subject: `${src.uri}/${key}` },
+        { kind: "failed", subject: `${src.uri}/${key}` },
       );
     }
     yield { type: "done", key, size: source.size, sha256: actual };

@@ -79,7 +79,7 @@ export async function* downloadPrefixIter(
           `download ${store.uri}/${key}: received ${digesting.bytes} bytes hashing to ${actual}, but the object ` +
             `records ${info.size} bytes${info.sha256 === undefined ? "" : ` and sha256 ${info.sha256}`}. ` +
             "The partial file was removed; retry, or check the object.",
-          { subject: `${store.uri}/${key}` },
+          { kind: "failed", subject: `${store.uri}/${key}` },
         );
       }
       await rename(temporary, target);
@@ -90,7 +90,7 @@ export async function* downloadPrefixIter(
       throw new ObjectStoreError(
         "STORE_REQUEST_FAILED",
         `download ${store.uri}/${key} to ${join(root, rel)}: ${(error as NodeJS.ErrnoException).code ?? "write failed"}.`,
-        { subject: `${store.uri}/${key}`, cause: error },
+        { kind: "failed", subject: `${store.uri}/${key}`, cause: error },
       );
     }
   }

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import type { Dirent } from "node:fs";
 import { lstat, readdir, rename, rm, unlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
@@ -22,10 +23,6 @@ const OPTIMIZER_FILE = "optim.pt";
 const OPTIMIZER_DIR = "optim";
 /** A directory being removed is first renamed to a dot name ending in this, so a crash leaves it recognisable. */
 export const DELETING_SUFFIX = ".ckpt-deleting";
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
@@ -93,7 +90,7 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
     if (errnoOf(error) === "ENOENT") return [];
     throw new RetentionError(
       "RETENTION_SCAN_FAILED",
-      `scan checkpoints ${absolute}: ${describe(error)}. Check that the directory is readable.`,
+      `scan checkpoints ${absolute}: ${messageOf(error)}. Check that the directory is readable.`,
       { kind: "failed", subject: absolute, cause: error },
     );
   }
@@ -104,7 +101,7 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
     if (!(error instanceof ManifestError && error.code === "RECORD_NOT_FOUND")) {
       throw new RetentionError(
         "RETENTION_SCAN_FAILED",
-        `scan checkpoints ${absolute}: ${describe(error)} Retention needs to know the resume source before removing anything.`,
+        `scan checkpoints ${absolute}: ${messageOf(error)} Retention needs to know the resume source before removing anything.`,
         { kind: "refused", subject: absolute, cause: error },
       );
     }
@@ -131,7 +128,7 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
       if (error instanceof RetentionError) throw error;
       throw new RetentionError(
         "RETENTION_SCAN_FAILED",
-        `scan checkpoint ${dir}: ${describe(error)}. Check that the directory is readable.`,
+        `scan checkpoint ${dir}: ${messageOf(error)}. Check that the directory is readable.`,
         { kind: "failed", subject: dir, cause: error },
       );
     }
@@ -271,7 +268,7 @@ export async function applyRetentionPlan(
       errors.push({
         dir,
         code: "remove_failed",
-        message: `remove ${removal.target === "iteration" ? "" : "the optimizer state of "}${dir}: ${describe(error)}. Check permissions and run retention again.`,
+        message: `remove ${removal.target === "iteration" ? "" : "the optimizer state of "}${dir}: ${messageOf(error)}. Check permissions and run retention again.`,
       });
     }
   }

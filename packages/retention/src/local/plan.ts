@@ -62,12 +62,14 @@ function plan(
     throw new RetentionError(
       "RETENTION_BAD_ARGUMENT",
       `${what}: keepLast must be an integer >= 0 (0 keeps all), not ${String(options.keepLast)}.`,
+      { kind: "input" },
     );
   }
   if (typeof options.requireUploaded !== "boolean") {
     throw new RetentionError(
       "RETENTION_BAD_ARGUMENT",
       `${what}: requireUploaded must be true or false; say whether upload is enabled.`,
+      { kind: "input" },
     );
   }
   const byPolicy = options.keepFn === undefined ? undefined : evaluatePolicy(options.keepFn, infos);

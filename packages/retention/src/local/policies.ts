@@ -89,12 +89,15 @@ export function bestN(options: BestNOptions): RetentionPolicy {
   const { metric, n, mode } = options;
   requireCount(n, "bestN({ n }): n", 0);
   if (typeof metric !== "string" || metric === "") {
-    throw new RetentionError("RETENTION_BAD_ARGUMENT", "bestN({ metric }): name the metric to rank by.");
+    throw new RetentionError("RETENTION_BAD_ARGUMENT", "bestN({ metric }): name the metric to rank by.", {
+      kind: "input",
+    });
   }
   if (mode !== "min" && mode !== "max") {
     throw new RetentionError(
       "RETENTION_BAD_ARGUMENT",
       `bestN({ mode }): mode must be "min" or "max", not ${JSON.stringify(mode)}.`,
+      { kind: "input" },
     );
   }
   return policy(`best ${n} by ${metric} (${mode})`, (infos) => {
@@ -117,6 +120,7 @@ export function evaluatePolicy(p: RetentionPolicy, infos: readonly CheckpointInf
       "RETENTION_POLICY_RESULT",
       `retention policy ${p.label ?? "(unnamed)"} did not return one boolean per checkpoint ` +
         `(${infos.length} expected). A policy maps (infos) => boolean[] in the same order.`,
+      { kind: "input" },
     );
   }
   return flags;
@@ -127,6 +131,7 @@ function combine(name: string, policies: readonly RetentionPolicy[], all: boolea
     throw new RetentionError(
       "RETENTION_BAD_ARGUMENT",
       `${name}() needs at least one policy; use keepAll() to keep everything.`,
+      { kind: "input" },
     );
   }
   return policy(`${name}(${policies.map((p) => p.label).join(", ")})`, (infos) => {

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import type { Stats } from "node:fs";
 import { lstat, readdir, realpath, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
@@ -98,10 +99,6 @@ export interface PruneReport {
   readonly errors: readonly PruneError[];
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
 }
@@ -124,7 +121,7 @@ async function targetOf(path: string): Promise<PathTarget> {
     real = await realpath(path);
   } catch (error) {
     if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR") return { type: "missing" };
-    throw new Stop("local_unreadable", `${path}: ${describe(error)}. Check permissions.`);
+    throw new Stop("local_unreadable", `${path}: ${messageOf(error)}. Check permissions.`);
   }
   return { type: info.isDirectory() ? "directory" : info.isFile() ? "file" : "other", realPath: real };
 }
@@ -136,7 +133,7 @@ async function manifestOf(dir: string): Promise<ManifestEvidence> {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };
     if (error instanceof ManifestError && error.kind === "input")
       return { state: "invalid", detail: error.message };
-    throw new Stop("local_unreadable", `${dir}: ${describe(error)}`);
+    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}`);
   }
 }
 
@@ -153,7 +150,7 @@ async function receiptOf(dir: string): Promise<ReceiptEvidence> {
         missingDigest: error.code === "RECORD_MISSING_DIGEST",
       };
     }
-    throw new Stop("local_unreadable", `${dir}: ${describe(error)}`);
+    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}`);
   }
 }
 
@@ -166,7 +163,7 @@ export function addressedDestination(
     const uri = formatStoreUri({ scheme: bound.scheme, bucket: bound.bucket, prefix: bound.prefix });
     return { ok: true, destination: destinationIdentity(uri, credentials) };
   } catch (error) {
-    return { ok: false, detail: describe(error) };
+    return { ok: false, detail: messageOf(error) };
   }
 }
 
@@ -190,7 +187,7 @@ async function listLocal(dir: string): Promise<{ entries: LocalEntry[]; stats: M
   try {
     await visit("");
   } catch (error) {
-    throw new Stop("local_unreadable", `${dir}: ${describe(error)}. Check permissions.`);
+    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}. Check permissions.`);
   }
   return { entries, stats };
 }
@@ -213,7 +210,7 @@ async function removePayload(
     } catch (error) {
       throw new Stop(
         "local_changed",
-        `${join(dir, file)} changed while it was verified: ${describe(error)}. Nothing was removed.`,
+        `${join(dir, file)} changed while it was verified: ${messageOf(error)}. Nothing was removed.`,
       );
     }
     if (!sameFile(now, stats.get(file)!)) {
@@ -231,7 +228,7 @@ async function removePayload(
     } catch (error) {
       throw new Stop(
         "delete_failed",
-        `remove ${absolute}: ${describe(error)}. Check permissions and prune again.`,
+        `remove ${absolute}: ${messageOf(error)}. Check permissions and prune again.`,
       );
     }
     onRemoved(file, stats.get(file)!.size);
@@ -246,7 +243,10 @@ async function removePayload(
       } catch (error) {
         if (errnoOf(error) === "ENOTEMPTY" || errnoOf(error) === "EEXIST" || errnoOf(error) === "ENOENT")
           break;
-        throw new Stop("delete_failed", `remove directory ${parent}: ${describe(error)}. Check permissions.`);
+        throw new Stop(
+          "delete_failed",
+          `remove directory ${parent}: ${messageOf(error)}. Check permissions.`,
+        );
       }
       parent = dirname(parent);
       touched.add(parent);
@@ -257,7 +257,7 @@ async function removePayload(
       await fsyncDirectory(d);
     } catch (error) {
       if (errnoOf((error as { cause?: unknown }).cause) === "ENOENT") continue;
-      throw new Stop("delete_failed", `${describe(error)}`);
+      throw new Stop("delete_failed", `${messageOf(error)}`);
     }
   }
 }
@@ -386,7 +386,7 @@ async function gather(
           error instanceof ManifestError && error.code === "HASH_FILE_CHANGED"
             ? "local_changed"
             : "local_unreadable";
-        throw new Stop(code, `hash ${dir}: ${describe(error)}`);
+        throw new Stop(code, `hash ${dir}: ${messageOf(error)}`);
       }
     }
     case "remote": {
@@ -401,7 +401,7 @@ async function gather(
         if (signal?.aborted) throw abortedError(`prune ${path}`, signal);
         throw new Stop(
           "remote_unreachable",
-          `${dir}: the destination could not be checked: ${describe(error)} The local copy stays; retry when the store is reachable.`,
+          `${dir}: the destination could not be checked: ${messageOf(error)} The local copy stays; retry when the store is reachable.`,
         );
       }
     }

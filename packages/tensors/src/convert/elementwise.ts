@@ -77,6 +77,7 @@ function checkLengths(action: string, dtype: DType, srcBytes: number, dstElement
     throw new TensorsError(
       "CONVERT_BAD_LENGTH",
       `${action}: source has ${srcBytes} bytes, which is not a whole number of ${dtype} elements (${size} bytes each). Pass the tensor's exact bytes.`,
+      { kind: "input" },
     );
   }
   const n = srcBytes / size;
@@ -84,6 +85,7 @@ function checkLengths(action: string, dtype: DType, srcBytes: number, dstElement
     throw new TensorsError(
       "CONVERT_BUFFER_TOO_SMALL",
       `${action}: destination holds ${dstElements} elements but the source has ${n}. Pass a destination at least as long as the source.`,
+      { kind: "input" },
     );
   }
   return n;
@@ -166,6 +168,7 @@ export function accumulateScaledInto(acc: Float32Array, src: Uint8Array, dtype: 
     throw new TensorsError(
       "CONVERT_BAD_SCALE",
       `accumulate ${dtype} into F32: scale ${scale} is not a finite number. Pass a finite weight.`,
+      { kind: "input" },
     );
   }
   scratch ??= new Float32Array(CHUNK_ELEMENTS);

@@ -21,12 +21,14 @@ function checkPair(action: string, srcElements: number, dstElements: number, src
     throw new TensorsError(
       "CONVERT_BAD_LENGTH",
       `${action}: source has ${srcBytes} bytes, which is not a whole number of 2-byte elements. Pass the tensor's exact bytes.`,
+      { kind: "input" },
     );
   }
   if (dstElements < srcElements) {
     throw new TensorsError(
       "CONVERT_BUFFER_TOO_SMALL",
       `${action}: destination holds ${dstElements} elements but the source has ${srcElements}. Pass a destination at least as long as the source.`,
+      { kind: "input" },
     );
   }
 }

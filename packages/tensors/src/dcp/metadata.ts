@@ -1,7 +1,7 @@
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DType } from "../dtypes.js";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { MAX_PICKLE_BYTES, refuseGlobal, type UnpicklePolicy, unpickle } from "../torch/pickle/unpickler.js";
 import { PickleDict, PickleGlobal, PickleObject, PickleTuple } from "../torch/pickle/values.js";
 import { truncateForMessage } from "../torch/text.js";
@@ -87,8 +87,11 @@ export interface DcpMetadata {
 }
 
 function dcpPolicy(file: string): UnpicklePolicy {
-  const fail = (code: string, message: string): never => {
-    throw new TensorsError(code, `unpickle ${DCP_METADATA_FILE} of ${file}: ${message}`, { file });
+  const fail = (code: TensorsErrorCode, message: string): never => {
+    throw new TensorsError(code, `unpickle ${DCP_METADATA_FILE} of ${file}: ${message}`, {
+      kind: "input",
+      file,
+    });
   };
   const allowed = (module: string, name: string): boolean => {
     const q = `${module}.${name}`;
@@ -173,7 +176,10 @@ function dcpPolicy(file: string): UnpicklePolicy {
 /** Parses the bytes of a DCP `.metadata` pickle with the DCP allow-list. */
 export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
   const invalid = (message: string): never => {
-    throw new TensorsError("DCP_METADATA_INVALID", `read DCP metadata ${file}: ${message}`, { file });
+    throw new TensorsError("DCP_METADATA_INVALID", `read DCP metadata ${file}: ${message}`, {
+      kind: "input",
+      file,
+    });
   };
   const root = unpickle(bytes, dcpPolicy(file), file, DCP_METADATA_FILE);
   const isA = (value: unknown, name: string): value is PickleObject =>
@@ -315,9 +321,7 @@ function checkRelativePath(path: string, file: string): void {
     throw new TensorsError(
       "DCP_PATH_UNSAFE",
       `read DCP metadata ${file}: storage path ${truncateForMessage(path)} is not a safe relative path`,
-      {
-        file,
-      },
+      { kind: "input", file },
     );
   }
 }
@@ -330,6 +334,7 @@ export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
     info = await stat(path);
   } catch (cause) {
     throw new TensorsError("DCP_METADATA_MISSING", `read DCP metadata ${path}: ${(cause as Error).message}`, {
+      kind: "input",
       file: path,
       cause,
     });
@@ -338,7 +343,7 @@ export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
     throw new TensorsError(
       "PICKLE_TOO_LARGE",
       `read DCP metadata ${path}: ${info.size} bytes; max ${MAX_PICKLE_BYTES}`,
-      { file: path },
+      { kind: "input", file: path },
     );
   }
   return parseDcpMetadata(new Uint8Array(await readFile(path)), path);

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import { type ByteSource, ManifestError, openFileByteSource, parseStrictJson } from "@ckpt/manifest";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { quote, type SafetensorsTensorInfo } from "../safetensors/header.js";
 import { readExactly, readSafetensorsHeader } from "../safetensors/reader.js";
 
@@ -30,7 +30,7 @@ export interface SafetensorsIndex {
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 
 function indexError(
-  code: string,
+  code: TensorsErrorCode,
   file: string,
   what: string,
   tensor?: string,
@@ -39,7 +39,7 @@ function indexError(
   return new TensorsError(
     code,
     `read Hugging Face index ${file}: ${what}. The index is corrupt or was not written by a safetensors writer.`,
-    { file, tensor, cause },
+    { kind: "input", file, tensor, cause },
   );
 }
 
@@ -80,7 +80,11 @@ export function parseSafetensorsIndex(text: string, options: { file: string }): 
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     const code = error.code === "JSON_DUPLICATE_KEY" ? "HF_INDEX_DUPLICATE_KEY" : "HF_INDEX_NOT_JSON";
-    throw new TensorsError(code, `read Hugging Face index ${file}: ${error.message}`, { file, cause: error });
+    throw new TensorsError(code, `read Hugging Face index ${file}: ${error.message}`, {
+      kind: "input",
+      file,
+      cause: error,
+    });
   }
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     throw indexError("HF_INDEX_INVALID", file, "the index is not a JSON object");
@@ -209,7 +213,7 @@ export async function openHfDirectory(dir: string): Promise<HfDirectory> {
     throw new TensorsError(
       "HF_NO_WEIGHTS",
       `open Hugging Face directory ${dir}: neither ${HF_INDEX_FILE} nor ${HF_SINGLE_FILE} is there. Point at a directory holding safetensors weights.`,
-      { file: dir },
+      { kind: "input", file: dir },
     );
   }
   const files: { file: string; size: number }[] = [];
@@ -266,14 +270,14 @@ export async function openHfDirectory(dir: string): Promise<HfDirectory> {
         throw new TensorsError(
           "SAFETENSORS_TENSOR_NOT_FOUND",
           `read tensor ${quote(name)} of ${dir}: no such tensor. The directory lists ${tensors.length} tensors.`,
-          { file: dir, tensor: name },
+          { kind: "input", file: dir, tensor: name },
         );
       }
       if (into && into.length < info.byteLength) {
         throw new TensorsError(
           "SAFETENSORS_BUFFER_TOO_SMALL",
           `read tensor ${quote(name)} of ${dir}: buffer holds ${into.length} bytes but the tensor has ${info.byteLength}. Pass a buffer of at least byteLength bytes.`,
-          { file: dir, tensor: name },
+          { kind: "input", file: dir, tensor: name },
         );
       }
       let source = open.get(info.file);

@@ -1,6 +1,6 @@
 import { ManifestError, parseStrictJson } from "@ckpt/manifest";
 import { type DType, dtypeSize, isDType, type TensorInfo } from "../dtypes.js";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 
 /** Largest accepted JSON header: matches the reference implementation's 100 MB limit; real headers are < 10 MiB. */
 export const MAX_HEADER_BYTES = 100 * 1024 * 1024;
@@ -43,7 +43,7 @@ export function quote(text: string): string {
 const CORRUPT_HINT = "The file is corrupt, truncated or was not written by a safetensors writer";
 
 function headerError(
-  code: string,
+  code: TensorsErrorCode,
   file: string,
   what: string,
   tensor?: string,
@@ -51,6 +51,7 @@ function headerError(
 ): TensorsError {
   const subject = tensor === undefined ? "" : ` tensor ${quote(tensor)}`;
   return new TensorsError(code, `read safetensors header of ${file}:${subject} ${what}. ${CORRUPT_HINT}.`, {
+    kind: "input",
     file,
     tensor,
     cause,
@@ -90,7 +91,7 @@ export function readHeaderLength(prefix: Uint8Array, fileSize: number, file: str
   return n;
 }
 
-const JSON_CODE_MAP: Record<string, string> = {
+const JSON_CODE_MAP: Record<string, TensorsErrorCode> = {
   JSON_DUPLICATE_KEY: "SAFETENSORS_HEADER_DUPLICATE_KEY",
   JSON_TOO_DEEP: "SAFETENSORS_HEADER_TOO_DEEP",
   JSON_NUMBER_OUT_OF_RANGE: "SAFETENSORS_HEADER_NUMBER_OUT_OF_RANGE",
@@ -124,6 +125,7 @@ function parseHeaderJsonSync(text: string, file: string): unknown {
       ? error.message.slice(`parse ${file}: `.length)
       : error.message;
     throw new TensorsError(code, `read safetensors header of ${file}: invalid JSON: ${detail}`, {
+      kind: "input",
       file,
       cause: error,
     });

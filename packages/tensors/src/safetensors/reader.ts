@@ -76,14 +76,14 @@ export async function openSafetensors(source: ByteSource): Promise<SafetensorsFi
         throw new TensorsError(
           "SAFETENSORS_TENSOR_NOT_FOUND",
           `read tensor ${quote(name)} of ${file}: no such tensor. The file lists ${header.tensors.length} tensors.`,
-          { file, tensor: name },
+          { kind: "input", file, tensor: name },
         );
       }
       if (into && into.length < info.byteLength) {
         throw new TensorsError(
           "SAFETENSORS_BUFFER_TOO_SMALL",
           `read tensor ${quote(name)} of ${file}: buffer holds ${into.length} bytes but the tensor has ${info.byteLength}. Pass a buffer of at least byteLength bytes.`,
-          { file, tensor: name },
+          { kind: "input", file, tensor: name },
         );
       }
       return readExactly(source, info.dataOffset, info.byteLength, `tensor ${quote(name)}`, into);

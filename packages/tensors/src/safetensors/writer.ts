@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ManifestError, writeFileAtomic } from "@ckpt/manifest";
 import { type DType, dtypeSize, isDType } from "../dtypes.js";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { HEADER_LENGTH_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK, quote } from "./header.js";
 
 /** A tensor to write: its bytes come later, from the provider, one tensor at a time. */
@@ -37,8 +37,8 @@ export type TensorBytesProvider = (tensor: PlannedTensor, index: number) => Uint
 /** Header alignment: the data section starts on an 8-byte boundary so readers can map it as typed arrays. */
 const HEADER_ALIGNMENT = 8;
 
-function writeError(code: string, message: string, tensor?: string): TensorsError {
-  return new TensorsError(code, message, { tensor });
+function writeError(code: TensorsErrorCode, message: string, tensor?: string): TensorsError {
+  return new TensorsError(code, message, { kind: "input", tensor });
 }
 
 function tensorBytes(t: TensorDescription): number {

@@ -1,6 +1,6 @@
 import type { ByteSource } from "@ckpt/manifest";
 import { dtypeSize, type TensorInfo } from "../dtypes.js";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
 import { PickleDict, PickleTuple } from "./pickle/values.js";
 import { type TorchStorageRef, TorchTensor, torchPolicy } from "./tensor-policy.js";
@@ -59,8 +59,8 @@ export interface TorchFile {
   close(): Promise<void>;
 }
 
-function fileError(code: string, file: string, message: string, tensor?: string): TensorsError {
-  return new TensorsError(code, `read torch file ${file}: ${message}`, { file, tensor });
+function fileError(code: TensorsErrorCode, file: string, message: string, tensor?: string): TensorsError {
+  return new TensorsError(code, `read torch file ${file}: ${message}`, { kind: "input", file, tensor });
 }
 
 function keySegment(key: unknown, index: number): string {

@@ -1,5 +1,5 @@
 import { type DType, dtypeSize } from "../dtypes.js";
-import { TensorsError } from "../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { refuseGlobal, type UnpicklePolicy } from "./pickle/unpickler.js";
 import { PickleDict, PickleGlobal, PickleTuple } from "./pickle/values.js";
 import { truncateForMessage } from "./text.js";
@@ -89,8 +89,8 @@ function isIndex(value: unknown): value is number {
 export function torchPolicy(file: string): UnpicklePolicy {
   const what = "data.pkl";
   const storages = new Map<string, TorchStorageRef>();
-  const fail = (code: string, message: string): never => {
-    throw new TensorsError(code, `unpickle ${what} of ${file}: ${message}`, { file });
+  const fail = (code: TensorsErrorCode, message: string): never => {
+    throw new TensorsError(code, `unpickle ${what} of ${file}: ${message}`, { kind: "input", file });
   };
   const intTuple = (value: unknown, label: string): number[] => {
     if (!(value instanceof PickleTuple)) return fail("TORCH_BAD_TENSOR", `${label} is not a tuple`);

@@ -1,8 +1,9 @@
+import { truncateForMessage as truncate } from "@ckpt/errors";
+
 /** Longest piece of untrusted text quoted in an error message. */
 export const MAX_QUOTED_CHARS = 80;
 
 /** Quotes untrusted text for a message: JSON-escaped and cut to MAX_QUOTED_CHARS. */
 export function truncateForMessage(value: string): string {
-  const cut = value.length > MAX_QUOTED_CHARS ? `${value.slice(0, MAX_QUOTED_CHARS)}…` : value;
-  return JSON.stringify(cut);
+  return truncate(value, MAX_QUOTED_CHARS);
 }

@@ -1,3 +1,4 @@
+import { messageOf } from "@ckpt/errors";
 import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
@@ -45,10 +46,6 @@ const SCAN_CHUNK_BYTES = 8 * 1024 * 1024;
 
 function causeOf(error: unknown): string | undefined {
   return error instanceof TensorsError ? error.code : (error as { code?: string } | undefined)?.code;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 function unreadable(label: string, error: unknown): TensorProblem {
@@ -317,7 +314,7 @@ export async function verifyTensorFile(
       throw new TensorsError(
         "INSPECT_UNKNOWN_FORMAT",
         `verify ${path}: not a .safetensors file or a torch.save file. Point at a checkpoint file or directory.`,
-        { file: path },
+        { kind: "input", file: path },
       );
     }
     const problems: TensorProblem[] = [];

@@ -1,4 +1,4 @@
-import { TensorsError } from "../../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
 import { PickleDict, PickleGlobal, PickleObject, PickleSet, PickleTuple } from "./values.js";
 
@@ -77,8 +77,8 @@ function isHashable(key: unknown): boolean {
  * policy (an allow-list), so nothing a file names is ever imported or executed.
  */
 export function unpickle(bytes: Uint8Array, policy: UnpicklePolicy, file: string, what = "pickle"): unknown {
-  const fail = (code: string, message: string): never => {
-    throw new TensorsError(code, `unpickle ${what} of ${file}: ${message}`, { file });
+  const fail = (code: TensorsErrorCode, message: string): never => {
+    throw new TensorsError(code, `unpickle ${what} of ${file}: ${message}`, { kind: "input", file });
   };
   if (bytes.length > MAX_PICKLE_BYTES) {
     fail("PICKLE_TOO_LARGE", `${bytes.length} bytes; max ${MAX_PICKLE_BYTES}`);
@@ -130,10 +130,7 @@ export function unpickle(bytes: Uint8Array, policy: UnpicklePolicy, file: string
       throw new TensorsError(
         "PICKLE_BAD_UTF8",
         `unpickle ${what} of ${file}: invalid UTF-8 at offset ${at}`,
-        {
-          file,
-          cause,
-        },
+        { kind: "input", file, cause },
       );
     }
   };

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { open, rename, unlink } from "node:fs/promises";
 import { basename, extname } from "node:path";
 import { type DType, dtypeSize, isDType } from "../../dtypes.js";
-import { TensorsError } from "../../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
 import { DTYPE_STORAGE_CLASSES } from "../torch-types.js";
 import { Pickler } from "./pickler.js";
@@ -54,8 +54,12 @@ interface PlannedTensor {
   byteLength: number;
 }
 
-function writeError(code: string, path: string, message: string, tensor?: string): TensorsError {
-  return new TensorsError(code, `write torch file ${path}: ${message}`, { file: path, tensor });
+function writeError(code: TensorsErrorCode, path: string, message: string, tensor?: string): TensorsError {
+  return new TensorsError(code, `write torch file ${path}: ${message}`, {
+    kind: "input",
+    file: path,
+    tensor,
+  });
 }
 
 /** Builds data.pkl from descriptions only: one storage per tensor, keys "0", "1", ... in tree order. */

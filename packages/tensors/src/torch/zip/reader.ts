@@ -1,7 +1,7 @@
 import { promisify } from "node:util";
 import { crc32, inflateRaw } from "node:zlib";
 import type { ByteSource } from "@ckpt/manifest";
-import { TensorsError } from "../../errors.js";
+import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
 
 /** Classic EOCD is 22 bytes plus a comment of at most 65535: the end search never reads more. */
@@ -54,8 +54,8 @@ export interface ZipArchive {
   readMember(member: ZipMember, maxBytes: number): Promise<Uint8Array>;
 }
 
-function zipError(code: string, file: string, message: string, cause?: unknown): TensorsError {
-  return new TensorsError(code, `read zip ${file}: ${message}`, { file, cause });
+function zipError(code: TensorsErrorCode, file: string, message: string, cause?: unknown): TensorsError {
+  return new TensorsError(code, `read zip ${file}: ${message}`, { kind: "input", file, cause });
 }
 
 /** Reads through the source, turning I/O failures into a TensorsError. */
