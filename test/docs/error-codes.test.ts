@@ -89,7 +89,7 @@ describe("docs/troubleshooting.md", () => {
   it("has an entry for every error and problem code in the source, and none for a code that no longer exists", async () => {
     const inSource = new Map(codesInSource());
     const cli = (await loadBuiltCli()) as { verifyProblemCodes: () => Promise<string[]> };
-    // verify reports hf-conversion's problems as HF_<CODE>, built at run time from its code list.
+    // verify's closed set of problem codes, as the built CLI reports them.
     for (const code of await cli.verifyProblemCodes())
       if (!inSource.has(code)) inSource.set(code, new Set(["@ckpt/cli"]));
     const documented = documentedCodes(readFileSync(PAGE, "utf8"));

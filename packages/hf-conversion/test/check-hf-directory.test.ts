@@ -35,11 +35,11 @@ describe("checkHfDirectory", () => {
     expect(report.tensorCount).toBe(report.shards.reduce((n, s) => n + s.tensorCount, 0));
   });
 
-  it("reports a directory with no weights as index_missing", async () => {
+  it("reports a directory with no weights as HF_INDEX_MISSING", async () => {
     const dir = join(root, "empty");
     await mkdir(dir);
     expect(await checkHfDirectory(dir)).toMatchObject({ ok: false, layout: "none" });
-    expect(await codes(dir)).toEqual(["index_missing"]);
+    expect(await codes(dir)).toEqual(["HF_INDEX_MISSING"]);
   });
 
   it("checks a single model.safetensors when there is no index", async () => {
@@ -59,34 +59,34 @@ describe("checkHfDirectory", () => {
           join(d, INDEX),
           Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), await readFile(join(d, INDEX))]),
         ),
-      ["index_invalid"],
+      ["HF_INDEX_INVALID"],
     ],
-    ["an index that is not JSON", (d) => writeFile(join(d, INDEX), "{ nope"), ["index_invalid"]],
+    ["an index that is not JSON", (d) => writeFile(join(d, INDEX), "{ nope"), ["HF_INDEX_INVALID"]],
     [
       "an empty weight_map",
       (d) => writeFile(join(d, INDEX), '{"metadata": {}, "weight_map": {}}'),
-      ["weight_map_invalid"],
+      ["HF_WEIGHT_MAP_INVALID"],
     ],
     [
       "a weight_map naming a shard outside the directory",
       (d) => writeFile(join(d, INDEX), '{"weight_map": {"a": "../escape.safetensors"}}'),
-      ["weight_map_invalid"],
+      ["HF_WEIGHT_MAP_INVALID"],
     ],
-    ["a missing shard", (d) => rm(join(d, SHARD2)), ["shard_missing"]],
+    ["a missing shard", (d) => rm(join(d, SHARD2)), ["HF_SHARD_MISSING"]],
     [
       "a shard that is a directory",
       async (d) => {
         await rm(join(d, SHARD2));
         await mkdir(join(d, SHARD2));
       },
-      ["shard_unreadable"],
+      ["HF_SHARD_UNREADABLE"],
     ],
-    ["a truncated shard", (d) => truncate(join(d, SHARD1), 1000), ["header_invalid"]],
+    ["a truncated shard", (d) => truncate(join(d, SHARD1), 1000), ["HF_HEADER_INVALID"]],
     [
       "a shard with trailing bytes (size is not 8 + header + data)",
       async (d) =>
         writeFile(join(d, SHARD1), Buffer.concat([await readFile(join(d, SHARD1)), Buffer.from("xx")])),
-      ["header_invalid"],
+      ["HF_HEADER_INVALID"],
     ],
     [
       "an index placing a tensor in the wrong shard",
@@ -96,7 +96,7 @@ describe("checkHfDirectory", () => {
         index.weight_map[first] = SHARD2;
         await writeFile(join(d, INDEX), JSON.stringify(index));
       },
-      ["keys_mismatch", "keys_mismatch"],
+      ["HF_KEYS_MISMATCH", "HF_KEYS_MISMATCH"],
     ],
   ])("reports %s", async (_label, change, expected) => {
     const dir = await damaged(change);
@@ -111,6 +111,6 @@ describe("checkHfDirectory", () => {
       await rm(join(d, SHARD1));
       await truncate(join(d, SHARD2), 10);
     });
-    expect(await codes(dir)).toEqual(["shard_missing", "header_invalid"]);
+    expect(await codes(dir)).toEqual(["HF_SHARD_MISSING", "HF_HEADER_INVALID"]);
   });
 });

@@ -154,13 +154,13 @@ describe("preflightBase refuses, in the one REFUSED family, naming the file", ()
       "an index whose weight_map is empty",
       (d) => writeFile(join(d, "model.safetensors.index.json"), '{"weight_map": {}}'),
       "MATERIALIZE_BASE_INDEX",
-      /\[weight_map_invalid\]/,
+      /\[HF_WEIGHT_MAP_INVALID\]/,
     ],
     [
       "a shard the index lists that is missing",
       (d) => rm(join(d, "model-00002-of-00002.safetensors")),
       "MATERIALIZE_BASE_SHARD",
-      /\[shard_missing\]; the build opens every shard the index lists/,
+      /\[HF_SHARD_MISSING\]; the build opens every shard the index lists/,
     ],
   ])("%s", async (_label, change, code, message) => {
     const dir = await base(change);

@@ -51,7 +51,7 @@ export interface VerifyReport {
 /**
  * The closed set of problem codes a verify report can hold: the local-verification codes of
  * @ckpt/archive-reader, the tensor-level codes of @ckpt/tensors and the Hugging Face directory
- * codes of @ckpt/hf-conversion (as `HF_<CODE>`). Loaded lazily, like every library.
+ * codes of @ckpt/hf-conversion. Loaded lazily, like every library.
  */
 export async function verifyProblemCodes(): Promise<string[]> {
   const [{ LOCAL_PROBLEM_CODES }, { TENSOR_PROBLEM_CODES }, { HF_DIRECTORY_PROBLEM_CODES }] =
@@ -60,12 +60,7 @@ export async function verifyProblemCodes(): Promise<string[]> {
       import("@ckpt/tensors"),
       import("@ckpt/hf-conversion"),
     ]);
-  return [...LOCAL_PROBLEM_CODES, ...TENSOR_PROBLEM_CODES, ...HF_DIRECTORY_PROBLEM_CODES.map(hfCode)];
-}
-
-/** hf-conversion's lower-case problem codes in the report's vocabulary. */
-export function hfCode(code: string): string {
-  return `HF_${code.toUpperCase()}`;
+  return [...LOCAL_PROBLEM_CODES, ...TENSOR_PROBLEM_CODES, ...HF_DIRECTORY_PROBLEM_CODES];
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -240,7 +235,7 @@ async function judge(
       const recorded = await verifyMaterializedDir(path, options);
       const local = fromLocal(kind, recorded, checks);
       const problems = [
-        ...structure.problems.map((p) => ({ code: hfCode(p.code), path: p.file, message: p.message })),
+        ...structure.problems.map((p) => ({ code: p.code, path: p.file, message: p.message })),
         ...local.problems,
       ];
       return { ...local, ok: problems.length === 0, problems, tensors: structure.tensorCount };

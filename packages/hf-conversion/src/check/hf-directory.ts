@@ -24,28 +24,28 @@ import { quote } from "../errors.js";
  */
 export type HfDirectoryProblemCode =
   /** Neither `model.safetensors.index.json` nor `model.safetensors` is there. */
-  | "index_missing"
+  | "HF_INDEX_MISSING"
   /** The index cannot be read, is too large, is not strict UTF-8 JSON (a BOM included) or not an object. */
-  | "index_invalid"
+  | "HF_INDEX_INVALID"
   /** `weight_map` is missing, empty, not an object of tensor name -> shard, or names an unsafe shard path. */
-  | "weight_map_invalid"
+  | "HF_WEIGHT_MAP_INVALID"
   /** A shard the index lists does not exist. */
-  | "shard_missing"
+  | "HF_SHARD_MISSING"
   /** A shard exists but cannot be opened or is not a regular file. */
-  | "shard_unreadable"
+  | "HF_SHARD_UNREADABLE"
   /** A shard's safetensors header is invalid, or its size is not 8 + header + data. */
-  | "header_invalid"
+  | "HF_HEADER_INVALID"
   /** A shard's header keys are not exactly the keys the index places in it. */
-  | "keys_mismatch";
+  | "HF_KEYS_MISMATCH";
 
 export const HF_DIRECTORY_PROBLEM_CODES: readonly HfDirectoryProblemCode[] = [
-  "index_missing",
-  "index_invalid",
-  "weight_map_invalid",
-  "shard_missing",
-  "shard_unreadable",
-  "header_invalid",
-  "keys_mismatch",
+  "HF_INDEX_MISSING",
+  "HF_INDEX_INVALID",
+  "HF_WEIGHT_MAP_INVALID",
+  "HF_SHARD_MISSING",
+  "HF_SHARD_UNREADABLE",
+  "HF_HEADER_INVALID",
+  "HF_KEYS_MISMATCH",
 ];
 
 export interface HfDirectoryProblem {
@@ -104,7 +104,7 @@ async function readShard(
     const missing = (error as NodeJS.ErrnoException).code === "ENOENT";
     return {
       problem: {
-        code: missing ? "shard_missing" : "shard_unreadable",
+        code: missing ? "HF_SHARD_MISSING" : "HF_SHARD_UNREADABLE",
         file,
         message: missing
           ? `shard ${quote(file)} listed by the index does not exist`
@@ -116,7 +116,7 @@ async function readShard(
     const stats = await handle.stat();
     if (!stats.isFile()) {
       return {
-        problem: { code: "shard_unreadable", file, message: `shard ${quote(file)} is not a regular file` },
+        problem: { code: "HF_SHARD_UNREADABLE", file, message: `shard ${quote(file)} is not a regular file` },
       };
     }
     const source = fileHandleByteSource(handle, path, stats.size);
@@ -141,9 +141,9 @@ async function readShard(
       };
     } catch (error) {
       if (error instanceof TensorsError || error instanceof RangeError) {
-        return { problem: { code: "header_invalid", file, message: messageOf(error) } };
+        return { problem: { code: "HF_HEADER_INVALID", file, message: messageOf(error) } };
       }
-      return { problem: { code: "shard_unreadable", file, message: messageOf(error) } };
+      return { problem: { code: "HF_SHARD_UNREADABLE", file, message: messageOf(error) } };
     }
   } finally {
     await handle.close();
@@ -172,18 +172,18 @@ async function readIndex(
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return { absent: true };
     return {
-      problem: { code: "index_invalid", file, message: `cannot open the index (${messageOf(error)})` },
+      problem: { code: "HF_INDEX_INVALID", file, message: `cannot open the index (${messageOf(error)})` },
     };
   }
   let bytes: Uint8Array;
   try {
     const stats = await handle.stat();
     if (!stats.isFile())
-      return { problem: { code: "index_invalid", file, message: "the index is not a regular file" } };
+      return { problem: { code: "HF_INDEX_INVALID", file, message: "the index is not a regular file" } };
     if (stats.size > MAX_INDEX_BYTES) {
       return {
         problem: {
-          code: "index_invalid",
+          code: "HF_INDEX_INVALID",
           file,
           message: `the index is ${stats.size} bytes; the limit is ${MAX_INDEX_BYTES}`,
         },
@@ -197,23 +197,23 @@ async function readIndex(
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
-    return { problem: { code: "index_invalid", file, message: "the index is not valid UTF-8" } };
+    return { problem: { code: "HF_INDEX_INVALID", file, message: "the index is not valid UTF-8" } };
   }
   try {
     return { index: parseSafetensorsIndex(text, { file: path }), bytes };
   } catch (error) {
     if (!(error instanceof TensorsError)) throw error;
     // Tell a broken document from a document whose weight_map is wrong.
-    let code: HfDirectoryProblemCode = "index_invalid";
+    let code: HfDirectoryProblemCode = "HF_INDEX_INVALID";
     if (error.code === "HF_INDEX_UNSAFE_SHARD_NAME" || error.code === "HF_INDEX_TOO_MANY_SHARDS") {
-      code = "weight_map_invalid";
+      code = "HF_WEIGHT_MAP_INVALID";
     } else if (error.code === "HF_INDEX_INVALID") {
       try {
         const root = parseStrictJson(text, { name: path }) as Record<string, unknown>;
         if (typeof root === "object" && root !== null && !isNonEmptyNameMap(root.weight_map))
-          code = "weight_map_invalid";
+          code = "HF_WEIGHT_MAP_INVALID";
       } catch {
-        // parseSafetensorsIndex already judged the document; keep index_invalid.
+        // parseSafetensorsIndex already judged the document; keep HF_INDEX_INVALID.
       }
     }
     return { problem: { code, file, message: error.message } };
@@ -251,9 +251,9 @@ export async function inspectHfDirectory(dir: string): Promise<HfDirectoryInspec
   }
   if (read.absent) {
     const single = await readShard(join(dir, HF_SINGLE_FILE), HF_SINGLE_FILE);
-    if (single.problem?.code === "shard_missing") {
+    if (single.problem?.code === "HF_SHARD_MISSING") {
       problems.push({
-        code: "index_missing",
+        code: "HF_INDEX_MISSING",
         file: HF_INDEX_FILE,
         message: `neither ${HF_INDEX_FILE} nor ${HF_SINGLE_FILE} is there`,
       });
@@ -289,7 +289,7 @@ export async function inspectHfDirectory(dir: string): Promise<HfDirectoryInspec
         extra.length > 0 ? `holds ${listNames(extra)}, which the index does not place there` : "",
       ].filter((p) => p !== "");
       problems.push({
-        code: "keys_mismatch",
+        code: "HF_KEYS_MISMATCH",
         file: shard,
         message: `shard ${quote(shard)} ${parts.join(" and ")}`,
       });

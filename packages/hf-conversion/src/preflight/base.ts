@@ -178,7 +178,7 @@ export async function preflightBase(
     problems.push({ code, file, found, consequence });
 
   const inspection = await inspectHfDirectory(dir);
-  if (inspection.layout !== "sharded" || inspection.problems.some((p) => p.code === "index_missing")) {
+  if (inspection.layout !== "sharded" || inspection.problems.some((p) => p.code === "HF_INDEX_MISSING")) {
     problem(
       "MATERIALIZE_BASE_INDEX",
       HF_INDEX_FILE,
@@ -187,8 +187,8 @@ export async function preflightBase(
     );
   }
   for (const p of inspection.problems) {
-    if (p.code === "index_missing") continue;
-    const isIndex = p.code === "index_invalid" || p.code === "weight_map_invalid";
+    if (p.code === "HF_INDEX_MISSING") continue;
+    const isIndex = p.code === "HF_INDEX_INVALID" || p.code === "HF_WEIGHT_MAP_INVALID";
     problem(
       isIndex ? "MATERIALIZE_BASE_INDEX" : "MATERIALIZE_BASE_SHARD",
       p.file,
