@@ -8,7 +8,9 @@
 //     (`new ManifestError("RECORD_NOT_FOUND", ...)`, `fail("PICKLE_INVALID", ...)`),
 //   - is the value of a `code` property (`{ code: "DCP_FILE_SHORT", ... }`, `readonly code = "CLI_USAGE"`),
 //     of a `code` variable (`code = "RECORD_UNKNOWN_FIELD"`) or of a `..._CODE_...` table,
-//   - is an element of a `..._CODES` constant, or a member of a `...Code` union type.
+//   - is an element of a `..._CODES` constant, or a member of a `...Code` union type (these two
+//     declare a code; every other use raises it),
+//   - is in a row of a table whose declared type names a `...Code` (`Array<[Status, PruneKeepCode]>`).
 // A conditional (`a ? "X" : "Y"`) passes both branches on.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -154,7 +156,17 @@ function codeUse(checker, literal) {
   }
   if (ts.isArrayLiteralExpression(parent)) {
     const holder = usage(parent).parent;
-    return ts.isVariableDeclaration(holder) && /_CODES$/.test(holder.name.getText()) && "declared";
+    if (ts.isVariableDeclaration(holder) && /_CODES$/.test(holder.name.getText())) return "declared";
+    // A row of a table typed with a code: `const ORDER: Array<[Status, PruneKeepCode, string]> = [[...]]`.
+    let table = parent;
+    while (ts.isArrayLiteralExpression(usage(table).parent)) table = usage(table).parent;
+    const declaration = usage(table).parent;
+    return (
+      table !== parent &&
+      ts.isVariableDeclaration(declaration) &&
+      /Code\b/.test(declaration.type?.getText() ?? "") &&
+      "raised"
+    );
   }
   if (ts.isLiteralTypeNode(parent)) {
     let up = parent.parent;

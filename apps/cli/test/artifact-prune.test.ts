@@ -52,7 +52,7 @@ describe("ckpt artifact prune-verified", () => {
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toMatch(/^path\s+outcome\s+freed\s+detail$/);
     expect(lines[1]).toMatch(new RegExp(`^${dir}/model\\.pt\\s+removed\\s+2\\.0 KiB\\s+model\\.pt$`));
-    expect(lines[2]).toMatch(/iter_000000100\s+not_an_artifact\s+-\s+.*retention policies/);
+    expect(lines[2]).toMatch(/iter_000000100\s+PRUNE_NOT_AN_ARTIFACT\s+-\s+.*retention policies/);
     expect(lines.at(-1)).toBe("released 1 artifact (2.0 KiB freed), kept 1");
   });
 
@@ -67,8 +67,8 @@ describe("ckpt artifact prune-verified", () => {
     ).toBe(0);
     const report = JSON.parse(c.out());
     expect(report.kept).toMatchObject([
-      { path: first.dir, code: "uncovered_local_file", reason: expect.stringContaining("notes.txt") },
-      { path: second.dir, code: "legacy_receipt" },
+      { path: first.dir, code: "PRUNE_UNCOVERED_LOCAL_FILE", reason: expect.stringContaining("notes.txt") },
+      { path: second.dir, code: "PRUNE_LEGACY_RECEIPT" },
     ]);
     expect(report.freed_bytes).toBe(0);
   });
@@ -121,7 +121,7 @@ describe("ckpt artifact prune-verified", () => {
     expect(code).toBe(1);
     const report = JSON.parse(c.out());
     expect(report.ok).toBe(false);
-    expect(report.errors).toMatchObject([{ path: unreachable, code: "remote_unreachable" }]);
+    expect(report.errors).toMatchObject([{ path: unreachable, code: "PRUNE_REMOTE_UNREACHABLE" }]);
     expect(report.removed).toMatchObject([{ path: dir }]);
     expect(c.out()).not.toContain("do-not-print-me");
   }, 60_000);

@@ -121,85 +121,85 @@ describe("planPruneVerified", () => {
   // One case per gate: each fails if its gate is removed, because the rest of the evidence is good.
   it.each<[PruneKeepCode, string, () => ArtifactEvidence, RegExp]>([
     [
-      "not_found",
+      "PRUNE_NOT_FOUND",
       "the path does not exist",
       () => ({ ...good(), target: { type: "missing" } }),
       /does not exist/,
     ],
     [
-      "not_an_artifact",
+      "PRUNE_NOT_AN_ARTIFACT",
       "a full checkpoint under checkpoints/",
       () => ({ ...good(), target: { type: "directory", realPath: "/runs/a/x/checkpoints/iter_000000300" } }),
       /retention policies/,
     ],
     [
-      "not_an_artifact",
+      "PRUNE_NOT_AN_ARTIFACT",
       "a directory outside checkpoint_artifacts/",
       () => ({ ...good(), target: { type: "directory", realPath: "/tmp/iter_000000300" } }),
       /checkpoint_artifacts\/iter_\*/,
     ],
     [
-      "not_an_artifact",
+      "PRUNE_NOT_AN_ARTIFACT",
       "a file in the artifact other than model.pt",
       () => ({ ...good(), target: { type: "file", realPath: `${DIR}/trainer.pt` } }),
       /model\.pt inside one/,
     ],
     [
-      "no_manifest",
+      "PRUNE_NO_MANIFEST",
       "no native manifest",
       () => ({ ...good(), manifest: { state: "absent" } }),
       /no native manifest/,
     ],
     [
-      "invalid_manifest",
+      "PRUNE_INVALID_MANIFEST",
       "an invalid manifest",
       () => ({ ...good(), manifest: { state: "invalid", detail: "JSON_SYNTAX at 1:1" } }),
       /JSON_SYNTAX/,
     ],
     [
-      "invalid_manifest",
+      "PRUNE_INVALID_MANIFEST",
       "a manifest of another iteration",
       () => ({ ...good(), manifest: { state: "valid", manifest: { ...manifest, iteration: 200 } } }),
       /iteration 200/,
     ],
     [
-      "no_receipt",
+      "PRUNE_NO_RECEIPT",
       "no receipt",
       () => ({ ...good(), receipt: { state: "absent" } }),
       /no \.uploaded receipt/,
     ],
     [
-      "legacy_receipt",
+      "PRUNE_LEGACY_RECEIPT",
       "a legacy one-line receipt",
       () => ({ ...good(), receipt: { state: "legacy" } }),
       /never authorises/,
     ],
     [
-      "missing_digest",
+      "PRUNE_MISSING_DIGEST",
       "a receipt entry without a digest",
       () => ({ ...good(), receipt: { state: "invalid", detail: "x", missingDigest: true } }),
       /without a sha256/,
     ],
     [
-      "invalid_receipt",
+      "PRUNE_INVALID_RECEIPT",
       "a damaged receipt",
       () => ({ ...good(), receipt: { state: "invalid", detail: "JSON_TRUNCATED", missingDigest: false } }),
       /JSON_TRUNCATED/,
     ],
     [
-      "invalid_receipt",
+      "PRUNE_INVALID_RECEIPT",
       "a full-checkpoint receipt",
       () => ({ ...good(), receipt: { state: "valid", marker: { ...marker, kind: "full_checkpoint" } } }),
       /full_checkpoint receipt/,
     ],
     [
-      "invalid_receipt",
+      "PRUNE_INVALID_RECEIPT",
       "a receipt of another iteration",
       () => ({ ...good(), receipt: { state: "valid", marker: { ...marker, iteration: 299 } } }),
       /iteration 299/,
     ],
     [
-      "destination_mismatch",
+      "PRUNE_DESTINATION_MISMATCH",
       "credentials addressing another endpoint",
       () => ({
         ...good(),
@@ -208,13 +208,13 @@ describe("planPruneVerified", () => {
       /binds s3:\/\/ckpt\/a\/checkpoint_artifacts\/iter_000000300 at s3\.example\.com.*other\.example\.com/,
     ],
     [
-      "destination_mismatch",
+      "PRUNE_DESTINATION_MISMATCH",
       "a destination that cannot be addressed",
       () => ({ ...good(), addressed: { ok: false, detail: "invalid store URI" } }),
       /cannot be addressed/,
     ],
     [
-      "uncovered_payload",
+      "PRUNE_UNCOVERED_PAYLOAD",
       "a payload the receipt does not list",
       () => ({
         ...good(),
@@ -226,7 +226,7 @@ describe("planPruneVerified", () => {
       /does not list the payload trainer\.pt/,
     ],
     [
-      "manifest_conflict",
+      "PRUNE_MANIFEST_CONFLICT",
       "a manifest digest that contradicts the receipt",
       () => {
         const m = structuredClone(manifest);
@@ -236,13 +236,13 @@ describe("planPruneVerified", () => {
       /disagree.*model\/__0_0\.distcp/,
     ],
     [
-      "uncovered_local_file",
+      "PRUNE_UNCOVERED_LOCAL_FILE",
       "an extra local file",
       () => ({ ...good(), local: [...good().local!, { path: "notes.txt", type: "file", size: 1 }] }),
       /notes\.txt is not covered/,
     ],
     [
-      "uncovered_local_file",
+      "PRUNE_UNCOVERED_LOCAL_FILE",
       "a symbolic link in place of a covered file",
       () => ({
         ...good(),
@@ -251,7 +251,7 @@ describe("planPruneVerified", () => {
       /trainer\.pt is not covered/,
     ],
     [
-      "already_released",
+      "PRUNE_ALREADY_RELEASED",
       "payloads already gone",
       () => ({
         ...good(),
@@ -260,7 +260,7 @@ describe("planPruneVerified", () => {
       /already released/,
     ],
     [
-      "local_digest_mismatch",
+      "PRUNE_LOCAL_DIGEST_MISMATCH",
       "a local file of another size",
       () => ({
         ...good(),
@@ -269,43 +269,43 @@ describe("planPruneVerified", () => {
       /trainer\.pt changed size/,
     ],
     [
-      "local_digest_mismatch",
+      "PRUNE_LOCAL_DIGEST_MISMATCH",
       "local bytes that changed",
       () => ({ ...good(), localDigests: { ...good().localDigests, "trainer.pt": sha("0") } }),
       /trainer\.pt no longer match/,
     ],
     [
-      "remote_missing",
+      "PRUNE_REMOTE_MISSING",
       "a missing remote object",
       () => withRemote("trainer.pt", { status: "missing" }),
       /trainer\.pt: missing/,
     ],
     [
-      "remote_missing",
+      "PRUNE_REMOTE_MISSING",
       "a remote check that omits a recorded file",
       () => ({ ...good(), remote: { ok: true, objects: good().remote!.objects.slice(1) } }),
       /\.posttrain-checkpoint-artifact\.json: missing/,
     ],
     [
-      "remote_size_mismatch",
+      "PRUNE_REMOTE_SIZE_MISMATCH",
       "a remote object of another size and digest",
       () => withRemote("trainer.pt", { status: "size_mismatch", actual: { size: 9, sha256: sha("9") } }),
       /another size/,
     ],
     [
-      "remote_digest_mismatch",
+      "PRUNE_REMOTE_DIGEST_MISMATCH",
       "a remote object with another digest",
       () => withRemote("trainer.pt", { status: "digest_mismatch", actual: { size: 4, sha256: sha("9") } }),
       /another sha256/,
     ],
     [
-      "remote_digest_absent",
+      "PRUNE_REMOTE_DIGEST_ABSENT",
       "a remote object without digest metadata",
       () => withRemote("trainer.pt", { status: "digest_absent", actual: { size: 4 } }),
       /without sha256 metadata/,
     ],
     [
-      "remote_size_conflict",
+      "PRUNE_REMOTE_SIZE_CONFLICT",
       "a remote object claiming the recorded digest with another size",
       () => withRemote("trainer.pt", { status: "size_mismatch", actual: { size: 5, sha256: sha("c") } }),
       /claims the recorded sha256 with another size \(5 bytes, 4 recorded\)/,
@@ -321,17 +321,17 @@ describe("planPruneVerified", () => {
     const objects = e.remote!.objects.map((o) =>
       o.path === "model/.metadata" ? { ...o, status: "missing" as const } : o,
     );
-    expect(decide({ ...e, remote: { ok: false, objects } }).code).toBe("remote_size_conflict");
+    expect(decide({ ...e, remote: { ok: false, objects } }).code).toBe("PRUNE_REMOTE_SIZE_CONFLICT");
   });
 
   it("only executor failures and the size conflict are errors", () => {
     expect([...PRUNE_ERROR_CODES].sort()).toEqual(
       [
-        "delete_failed",
-        "local_changed",
-        "local_unreadable",
-        "remote_size_conflict",
-        "remote_unreachable",
+        "PRUNE_DELETE_FAILED",
+        "PRUNE_LOCAL_CHANGED",
+        "PRUNE_LOCAL_UNREADABLE",
+        "PRUNE_REMOTE_SIZE_CONFLICT",
+        "PRUNE_REMOTE_UNREACHABLE",
       ].sort(),
     );
     expect([...PRUNE_ERROR_CODES].every((c) => PRUNE_KEEP_CODES.includes(c))).toBe(true);

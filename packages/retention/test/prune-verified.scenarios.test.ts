@@ -114,7 +114,7 @@ const scenarios = (backend: Backend) => {
       expect.arrayContaining(["artifact", "verify-remote", "removed-file", "decided"]),
     );
     const again = await pruneVerified([artifact.dir], backend.options());
-    expect(again.kept).toMatchObject([{ code: "already_released" }]);
+    expect(again.kept).toMatchObject([{ code: "PRUNE_ALREADY_RELEASED" }]);
     expect(again.errors).toEqual([]);
   });
 
@@ -129,7 +129,7 @@ const scenarios = (backend: Backend) => {
     await writeFile(join(artifact.dir, "eval-notes.txt"), "late addition");
     const { kept, report } = await keptWith(artifact);
     expect(kept).toMatchObject({
-      code: "uncovered_local_file",
+      code: "PRUNE_UNCOVERED_LOCAL_FILE",
       reason: expect.stringContaining("eval-notes.txt"),
     });
     expect(report.errors).toEqual([]);
@@ -138,13 +138,13 @@ const scenarios = (backend: Backend) => {
   it("keeps an artifact whose receipt is a legacy one-line marker", async () => {
     const { artifact } = await published();
     await writeReceipt(artifact.dir, "uploaded to s3://somewhere at 2024-01-01\n");
-    expect((await keptWith(artifact)).kept.code).toBe("legacy_receipt");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_LEGACY_RECEIPT");
   });
 
   it("keeps an artifact without a receipt", async () => {
     const root = await testdir();
     const artifact = await makeArtifact(root);
-    expect((await keptWith(artifact)).kept.code).toBe("no_receipt");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_NO_RECEIPT");
   });
 
   it("keeps an artifact whose receipt binds another endpoint", async () => {
@@ -152,7 +152,7 @@ const scenarios = (backend: Backend) => {
     const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
     marker.destination = { ...store.identity, endpoint: "elsewhere.example.com" };
     await writeReceipt(artifact.dir, serializeUploadedMarker(marker));
-    expect((await keptWith(artifact)).kept.code).toBe("destination_mismatch");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_DESTINATION_MISMATCH");
   });
 
   it("keeps an artifact whose local bytes changed after publication (same size)", async () => {
@@ -160,14 +160,14 @@ const scenarios = (backend: Backend) => {
     const model = Buffer.from(artifact.files.get("model.pt")!);
     model[0] = model[0]! ^ 0xff;
     await writeFile(join(artifact.dir, "model.pt"), model);
-    expect((await keptWith(artifact)).kept.code).toBe("local_digest_mismatch");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_LOCAL_DIGEST_MISMATCH");
   });
 
   it("keeps an artifact whose remote object was deleted", async () => {
     const { artifact, store } = await published();
     await store.delete("trainer.pt");
     expect((await keptWith(artifact)).kept).toMatchObject({
-      code: "remote_missing",
+      code: "PRUNE_REMOTE_MISSING",
       reason: expect.stringContaining("trainer.pt"),
     });
   });
@@ -176,13 +176,13 @@ const scenarios = (backend: Backend) => {
     const { artifact, store } = await published();
     const other = randomBytes(artifact.files.get("model.pt")!.length);
     await store.put("model.pt", other, { sha256: sha256Hex(other) });
-    expect((await keptWith(artifact)).kept.code).toBe("remote_digest_mismatch");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_REMOTE_DIGEST_MISMATCH");
   });
 
   it("keeps an artifact whose remote object carries no digest", async () => {
     const { artifact, store } = await published();
     await store.put("trainer.pt", artifact.files.get("trainer.pt")!);
-    expect((await keptWith(artifact)).kept.code).toBe("remote_digest_absent");
+    expect((await keptWith(artifact)).kept.code).toBe("PRUNE_REMOTE_DIGEST_ABSENT");
   });
 
   it("keeps a full checkpoint under checkpoints/ (released by the retention policies instead)", async () => {
@@ -191,7 +191,7 @@ const scenarios = (backend: Backend) => {
     await mkdir(dir, { recursive: true });
     await writeFile(join(dir, "model.pt"), "weights");
     const report = await pruneVerified([dir, join(root, "missing")], backend.options());
-    expect(report.kept.map((k) => k.code)).toEqual(["not_an_artifact", "not_found"]);
+    expect(report.kept.map((k) => k.code)).toEqual(["PRUNE_NOT_AN_ARTIFACT", "PRUNE_NOT_FOUND"]);
     expect(await readFile(join(dir, "model.pt"), "utf8")).toBe("weights");
   });
 };
@@ -211,8 +211,8 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
       sha256: sha256Hex(bytes),
     });
     const report = await pruneVerified([artifact.dir], { credentials: s3!.credentials });
-    expect(report.kept).toMatchObject([{ code: "remote_size_conflict" }]);
-    expect(report.errors).toMatchObject([{ path: artifact.dir, code: "remote_size_conflict" }]);
+    expect(report.kept).toMatchObject([{ code: "PRUNE_REMOTE_SIZE_CONFLICT" }]);
+    expect(report.errors).toMatchObject([{ path: artifact.dir, code: "PRUNE_REMOTE_SIZE_CONFLICT" }]);
     expect(report.removed).toEqual([]);
     expect(await listing(artifact.dir)).toContain("model.pt");
   });
@@ -228,7 +228,7 @@ describe("prune-verified against a real S3 server whose object contradicts itsel
       credentials: { ...s3!.credentials, endpoint_url: "https://s3.other.example.com" },
     });
     expect(report.kept).toMatchObject([
-      { code: "destination_mismatch", reason: expect.stringContaining("s3.other.example.com") },
+      { code: "PRUNE_DESTINATION_MISMATCH", reason: expect.stringContaining("s3.other.example.com") },
     ]);
     expect(await listing(artifact.dir)).toContain("model.pt");
   });
@@ -252,7 +252,7 @@ describe("prune-verified with a lying or failing memory store", () => {
       faults: [{ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) }],
     });
     const report = await pruneVerified([artifact.dir], { openStoreFor: async () => liar });
-    expect(report.kept).toMatchObject([{ code: "remote_digest_mismatch" }]);
+    expect(report.kept).toMatchObject([{ code: "PRUNE_REMOTE_DIGEST_MISMATCH" }]);
     expect(report.removed).toEqual([]);
     expect(await listing(artifact.dir)).toContain("model.pt");
   });
@@ -265,9 +265,9 @@ describe("prune-verified with a lying or failing memory store", () => {
       faults: [{ type: "lieOnHead", key: "model.pt", size: 1 }],
     });
     const report = await pruneVerified([artifact.dir], { openStoreFor: async () => liar });
-    expect(report.kept).toMatchObject([{ code: "remote_size_conflict" }]);
+    expect(report.kept).toMatchObject([{ code: "PRUNE_REMOTE_SIZE_CONFLICT" }]);
     expect(report.errors).toMatchObject([
-      { code: "remote_size_conflict", message: expect.stringContaining("model.pt") },
+      { code: "PRUNE_REMOTE_SIZE_CONFLICT", message: expect.stringContaining("model.pt") },
     ]);
     expect(await listing(artifact.dir)).toContain("model.pt");
   });
@@ -285,7 +285,7 @@ describe("prune-verified with a lying or failing memory store", () => {
       openStoreFor: async (d) =>
         d.endpoint === first.name ? failing : openStore(`memory://${d.bucket}/${d.prefix}`),
     });
-    expect(report.errors).toMatchObject([{ path: first.artifact.dir, code: "remote_unreachable" }]);
+    expect(report.errors).toMatchObject([{ path: first.artifact.dir, code: "PRUNE_REMOTE_UNREACHABLE" }]);
     expect(report.removed.map((r) => r.path)).toEqual([second.artifact.dir]);
   });
 
@@ -294,7 +294,7 @@ describe("prune-verified with a lying or failing memory store", () => {
     await rm(join(artifact.dir, "trainer.pt"));
     await symlink(join(artifact.dir, "model.pt"), join(artifact.dir, "trainer.pt"));
     const report = await pruneVerified([artifact.dir]);
-    expect(report.kept).toMatchObject([{ code: "uncovered_local_file" }]);
+    expect(report.kept).toMatchObject([{ code: "PRUNE_UNCOVERED_LOCAL_FILE" }]);
   });
 
   it("keeps an artifact whose receipt entry lacks a digest", async () => {
@@ -302,7 +302,7 @@ describe("prune-verified with a lying or failing memory store", () => {
     const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
     delete marker.files[0].sha256;
     await writeReceipt(artifact.dir, JSON.stringify(marker));
-    expect((await pruneVerified([artifact.dir])).kept).toMatchObject([{ code: "missing_digest" }]);
+    expect((await pruneVerified([artifact.dir])).kept).toMatchObject([{ code: "PRUNE_MISSING_DIGEST" }]);
   });
 
   it("stops with RETENTION_ABORTED when aborted", async () => {

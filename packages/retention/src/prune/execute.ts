@@ -121,7 +121,7 @@ async function targetOf(path: string): Promise<PathTarget> {
     real = await realpath(path);
   } catch (error) {
     if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR") return { type: "missing" };
-    throw new Stop("local_unreadable", `${path}: ${messageOf(error)}. Check permissions.`);
+    throw new Stop("PRUNE_LOCAL_UNREADABLE", `${path}: ${messageOf(error)}. Check permissions.`);
   }
   return { type: info.isDirectory() ? "directory" : info.isFile() ? "file" : "other", realPath: real };
 }
@@ -133,7 +133,7 @@ async function manifestOf(dir: string): Promise<ManifestEvidence> {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };
     if (error instanceof ManifestError && error.kind === "input")
       return { state: "invalid", detail: error.message };
-    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}`);
+    throw new Stop("PRUNE_LOCAL_UNREADABLE", `${dir}: ${messageOf(error)}`);
   }
 }
 
@@ -150,7 +150,7 @@ async function receiptOf(dir: string): Promise<ReceiptEvidence> {
         missingDigest: error.code === "RECORD_MISSING_DIGEST",
       };
     }
-    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}`);
+    throw new Stop("PRUNE_LOCAL_UNREADABLE", `${dir}: ${messageOf(error)}`);
   }
 }
 
@@ -187,7 +187,7 @@ async function listLocal(dir: string): Promise<{ entries: LocalEntry[]; stats: M
   try {
     await visit("");
   } catch (error) {
-    throw new Stop("local_unreadable", `${dir}: ${messageOf(error)}. Check permissions.`);
+    throw new Stop("PRUNE_LOCAL_UNREADABLE", `${dir}: ${messageOf(error)}. Check permissions.`);
   }
   return { entries, stats };
 }
@@ -209,13 +209,13 @@ async function removePayload(
       now = await lstat(join(dir, file));
     } catch (error) {
       throw new Stop(
-        "local_changed",
+        "PRUNE_LOCAL_CHANGED",
         `${join(dir, file)} changed while it was verified: ${messageOf(error)}. Nothing was removed.`,
       );
     }
     if (!sameFile(now, stats.get(file)!)) {
       throw new Stop(
-        "local_changed",
+        "PRUNE_LOCAL_CHANGED",
         `${join(dir, file)} changed after it was verified. Nothing was removed; prune again.`,
       );
     }
@@ -227,7 +227,7 @@ async function removePayload(
       await unlink(absolute);
     } catch (error) {
       throw new Stop(
-        "delete_failed",
+        "PRUNE_DELETE_FAILED",
         `remove ${absolute}: ${messageOf(error)}. Check permissions and prune again.`,
       );
     }
@@ -244,7 +244,7 @@ async function removePayload(
         if (errnoOf(error) === "ENOTEMPTY" || errnoOf(error) === "EEXIST" || errnoOf(error) === "ENOENT")
           break;
         throw new Stop(
-          "delete_failed",
+          "PRUNE_DELETE_FAILED",
           `remove directory ${parent}: ${messageOf(error)}. Check permissions.`,
         );
       }
@@ -257,7 +257,7 @@ async function removePayload(
       await fsyncDirectory(d);
     } catch (error) {
       if (errnoOf((error as { cause?: unknown }).cause) === "ENOENT") continue;
-      throw new Stop("delete_failed", `${messageOf(error)}`);
+      throw new Stop("PRUNE_DELETE_FAILED", `${messageOf(error)}`);
     }
   }
 }
@@ -384,8 +384,8 @@ async function gather(
         if (signal?.aborted) throw abortedError(`prune ${path}`, signal);
         const code =
           error instanceof ManifestError && error.code === "HASH_FILE_CHANGED"
-            ? "local_changed"
-            : "local_unreadable";
+            ? "PRUNE_LOCAL_CHANGED"
+            : "PRUNE_LOCAL_UNREADABLE";
         throw new Stop(code, `hash ${dir}: ${messageOf(error)}`);
       }
     }
@@ -400,7 +400,7 @@ async function gather(
       } catch (error) {
         if (signal?.aborted) throw abortedError(`prune ${path}`, signal);
         throw new Stop(
-          "remote_unreachable",
+          "PRUNE_REMOTE_UNREACHABLE",
           `${dir}: the destination could not be checked: ${messageOf(error)} The local copy stays; retry when the store is reachable.`,
         );
       }

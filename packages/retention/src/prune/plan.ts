@@ -16,54 +16,54 @@ import { RetentionError } from "../errors.js";
  * {@link PRUNE_ERROR_CODES} are also errors (the command fails); the others are ordinary keeps.
  */
 export type PruneKeepCode =
-  | "not_found"
-  | "not_an_artifact"
-  | "no_manifest"
-  | "invalid_manifest"
-  | "no_receipt"
-  | "legacy_receipt"
-  | "invalid_receipt"
-  | "missing_digest"
-  | "destination_mismatch"
-  | "uncovered_payload"
-  | "manifest_conflict"
-  | "uncovered_local_file"
-  | "already_released"
-  | "local_digest_mismatch"
-  | "remote_missing"
-  | "remote_size_mismatch"
-  | "remote_digest_mismatch"
-  | "remote_digest_absent"
-  | "remote_size_conflict"
-  | "remote_unreachable"
-  | "local_unreadable"
-  | "local_changed"
-  | "delete_failed";
+  | "PRUNE_NOT_FOUND"
+  | "PRUNE_NOT_AN_ARTIFACT"
+  | "PRUNE_NO_MANIFEST"
+  | "PRUNE_INVALID_MANIFEST"
+  | "PRUNE_NO_RECEIPT"
+  | "PRUNE_LEGACY_RECEIPT"
+  | "PRUNE_INVALID_RECEIPT"
+  | "PRUNE_MISSING_DIGEST"
+  | "PRUNE_DESTINATION_MISMATCH"
+  | "PRUNE_UNCOVERED_PAYLOAD"
+  | "PRUNE_MANIFEST_CONFLICT"
+  | "PRUNE_UNCOVERED_LOCAL_FILE"
+  | "PRUNE_ALREADY_RELEASED"
+  | "PRUNE_LOCAL_DIGEST_MISMATCH"
+  | "PRUNE_REMOTE_MISSING"
+  | "PRUNE_REMOTE_SIZE_MISMATCH"
+  | "PRUNE_REMOTE_DIGEST_MISMATCH"
+  | "PRUNE_REMOTE_DIGEST_ABSENT"
+  | "PRUNE_REMOTE_SIZE_CONFLICT"
+  | "PRUNE_REMOTE_UNREACHABLE"
+  | "PRUNE_LOCAL_UNREADABLE"
+  | "PRUNE_LOCAL_CHANGED"
+  | "PRUNE_DELETE_FAILED";
 
 export const PRUNE_KEEP_CODES: readonly PruneKeepCode[] = [
-  "not_found",
-  "not_an_artifact",
-  "no_manifest",
-  "invalid_manifest",
-  "no_receipt",
-  "legacy_receipt",
-  "invalid_receipt",
-  "missing_digest",
-  "destination_mismatch",
-  "uncovered_payload",
-  "manifest_conflict",
-  "uncovered_local_file",
-  "already_released",
-  "local_digest_mismatch",
-  "remote_missing",
-  "remote_size_mismatch",
-  "remote_digest_mismatch",
-  "remote_digest_absent",
-  "remote_size_conflict",
-  "remote_unreachable",
-  "local_unreadable",
-  "local_changed",
-  "delete_failed",
+  "PRUNE_NOT_FOUND",
+  "PRUNE_NOT_AN_ARTIFACT",
+  "PRUNE_NO_MANIFEST",
+  "PRUNE_INVALID_MANIFEST",
+  "PRUNE_NO_RECEIPT",
+  "PRUNE_LEGACY_RECEIPT",
+  "PRUNE_INVALID_RECEIPT",
+  "PRUNE_MISSING_DIGEST",
+  "PRUNE_DESTINATION_MISMATCH",
+  "PRUNE_UNCOVERED_PAYLOAD",
+  "PRUNE_MANIFEST_CONFLICT",
+  "PRUNE_UNCOVERED_LOCAL_FILE",
+  "PRUNE_ALREADY_RELEASED",
+  "PRUNE_LOCAL_DIGEST_MISMATCH",
+  "PRUNE_REMOTE_MISSING",
+  "PRUNE_REMOTE_SIZE_MISMATCH",
+  "PRUNE_REMOTE_DIGEST_MISMATCH",
+  "PRUNE_REMOTE_DIGEST_ABSENT",
+  "PRUNE_REMOTE_SIZE_CONFLICT",
+  "PRUNE_REMOTE_UNREACHABLE",
+  "PRUNE_LOCAL_UNREADABLE",
+  "PRUNE_LOCAL_CHANGED",
+  "PRUNE_DELETE_FAILED",
 ];
 
 /**
@@ -72,11 +72,11 @@ export const PRUNE_KEEP_CODES: readonly PruneKeepCode[] = [
  * files or delete them.
  */
 export const PRUNE_ERROR_CODES: ReadonlySet<PruneKeepCode> = new Set([
-  "remote_size_conflict",
-  "remote_unreachable",
-  "local_unreadable",
-  "local_changed",
-  "delete_failed",
+  "PRUNE_REMOTE_SIZE_CONFLICT",
+  "PRUNE_REMOTE_UNREACHABLE",
+  "PRUNE_LOCAL_UNREADABLE",
+  "PRUNE_LOCAL_CHANGED",
+  "PRUNE_DELETE_FAILED",
 ]);
 
 /** What the given path is on disk. `realPath` has every symbolic link resolved. */
@@ -187,12 +187,12 @@ function named(paths: readonly string[]): string {
 }
 
 const REMOTE_ORDER: ReadonlyArray<[RemoteObjectCheck["status"], PruneKeepCode, string]> = [
-  ["missing", "remote_missing", "missing from the destination"],
-  ["size_mismatch", "remote_size_mismatch", "of another size at the destination than recorded"],
-  ["digest_mismatch", "remote_digest_mismatch", "of another sha256 at the destination than recorded"],
+  ["missing", "PRUNE_REMOTE_MISSING", "missing from the destination"],
+  ["size_mismatch", "PRUNE_REMOTE_SIZE_MISMATCH", "of another size at the destination than recorded"],
+  ["digest_mismatch", "PRUNE_REMOTE_DIGEST_MISMATCH", "of another sha256 at the destination than recorded"],
   [
     "digest_absent",
-    "remote_digest_absent",
+    "PRUNE_REMOTE_DIGEST_ABSENT",
     "without sha256 metadata at the destination, so a HEAD cannot verify it",
   ],
 ];
@@ -202,26 +202,27 @@ function evaluate(e: ArtifactEvidence): Verdict {
     kind: "keep",
     keep: { path: e.path, ...(artifactDir === undefined ? {} : { artifactDir }), code, reason },
   });
-  if (e.target.type === "missing") return keep("not_found", `${e.path} does not exist. Check the path.`);
+  if (e.target.type === "missing")
+    return keep("PRUNE_NOT_FOUND", `${e.path} does not exist. Check the path.`);
   const located = locateArtifact(e.target);
-  if (!located.ok) return keep("not_an_artifact", `${e.path}: ${located.reason}.`);
+  if (!located.ok) return keep("PRUNE_NOT_AN_ARTIFACT", `${e.path}: ${located.reason}.`);
   const dir = located.dir;
   const k = (code: PruneKeepCode, reason: string) => keep(code, `${dir}: ${reason}`, dir);
 
   if (e.manifest === undefined) return { kind: "need", field: "manifest" };
   if (e.manifest.state === "absent") {
     return k(
-      "no_manifest",
+      "PRUNE_NO_MANIFEST",
       "there is no native manifest, so it is not a committed artifact. Nothing is released.",
     );
   }
   if (e.manifest.state === "invalid") {
-    return k("invalid_manifest", `the native manifest cannot be used: ${e.manifest.detail}`);
+    return k("PRUNE_INVALID_MANIFEST", `the native manifest cannot be used: ${e.manifest.detail}`);
   }
   const manifest = e.manifest.manifest;
   if (manifest.iteration !== located.iteration) {
     return k(
-      "invalid_manifest",
+      "PRUNE_INVALID_MANIFEST",
       `the native manifest records iteration ${manifest.iteration}, but the directory is iteration ${located.iteration}.`,
     );
   }
@@ -230,30 +231,30 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const publish = "Publish it (ckpt artifact publish) to write a receipt, then prune again.";
   switch (e.receipt.state) {
     case "absent":
-      return k("no_receipt", `there is no .uploaded receipt, so no archive is proven. ${publish}`);
+      return k("PRUNE_NO_RECEIPT", `there is no .uploaded receipt, so no archive is proven. ${publish}`);
     case "legacy":
       return k(
-        "legacy_receipt",
+        "PRUNE_LEGACY_RECEIPT",
         `.uploaded is a legacy one-line marker; it binds no destination and no digests, so it never authorises deletion. ${publish}`,
       );
     case "invalid":
       return e.receipt.missingDigest
         ? k(
-            "missing_digest",
+            "PRUNE_MISSING_DIGEST",
             `the receipt lists a file without a sha256, so it cannot be verified. ${publish}`,
           )
-        : k("invalid_receipt", `the receipt cannot be used: ${e.receipt.detail}`);
+        : k("PRUNE_INVALID_RECEIPT", `the receipt cannot be used: ${e.receipt.detail}`);
   }
   const marker = e.receipt.marker;
   if (marker.kind !== "artifact") {
     return k(
-      "invalid_receipt",
+      "PRUNE_INVALID_RECEIPT",
       `the receipt is a ${marker.kind} receipt, not an artifact receipt. ${publish}`,
     );
   }
   if (marker.iteration !== located.iteration) {
     return k(
-      "invalid_receipt",
+      "PRUNE_INVALID_RECEIPT",
       `the receipt records iteration ${marker.iteration}, but the directory is iteration ${located.iteration}. ${publish}`,
     );
   }
@@ -263,13 +264,13 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const where = `${bound.scheme}://${bound.bucket}${bound.prefix === "" ? "" : `/${bound.prefix}`} at ${bound.endpoint}`;
   if (!e.addressed.ok) {
     return k(
-      "destination_mismatch",
+      "PRUNE_DESTINATION_MISMATCH",
       `the receipt's destination ${where} cannot be addressed: ${e.addressed.detail}`,
     );
   }
   if (!sameDestination(e.addressed.destination, bound)) {
     return k(
-      "destination_mismatch",
+      "PRUNE_DESTINATION_MISMATCH",
       `the receipt binds ${where}, but the credentials address endpoint ${e.addressed.destination.endpoint}. ` +
         "Pass the credentials of the destination the receipt names.",
     );
@@ -279,7 +280,10 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const payload = artifactPayloadFiles(manifest);
   const unlisted = payload.filter((p) => !recorded.has(p.path)).map((p) => p.path);
   if (unlisted.length > 0) {
-    return k("uncovered_payload", `the receipt does not list the payload ${named(unlisted)}. ${publish}`);
+    return k(
+      "PRUNE_UNCOVERED_PAYLOAD",
+      `the receipt does not list the payload ${named(unlisted)}. ${publish}`,
+    );
   }
   const conflicting = payload
     .filter((p) => {
@@ -289,7 +293,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
     .map((p) => p.path);
   if (conflicting.length > 0) {
     return k(
-      "manifest_conflict",
+      "PRUNE_MANIFEST_CONFLICT",
       `the manifest and the receipt disagree on the size or sha256 of ${named(conflicting)}. Publish it again before pruning.`,
     );
   }
@@ -298,7 +302,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const uncovered = e.local.filter((f) => f.type !== "file" || !recorded.has(f.path)).map((f) => f.path);
   if (uncovered.length > 0) {
     return k(
-      "uncovered_local_file",
+      "PRUNE_UNCOVERED_LOCAL_FILE",
       `${named(uncovered)} ${uncovered.length === 1 ? "is" : "are"} not covered by the receipt (not archived, or not a regular file). ` +
         "Move them out of the artifact, or publish to a new destination, before pruning.",
     );
@@ -306,12 +310,15 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const present = new Map(e.local.map((f) => [f.path, f]));
   const releasable = payload.filter((p) => present.has(p.path));
   if (releasable.length === 0) {
-    return k("already_released", "its payload files are already released; the manifest and receipt stay.");
+    return k(
+      "PRUNE_ALREADY_RELEASED",
+      "its payload files are already released; the manifest and receipt stay.",
+    );
   }
   const resized = e.local.filter((f) => f.size !== recorded.get(f.path)!.size).map((f) => f.path);
   if (resized.length > 0) {
     return k(
-      "local_digest_mismatch",
+      "PRUNE_LOCAL_DIGEST_MISMATCH",
       `${named(resized)} changed size since the receipt was written. Publish again before pruning.`,
     );
   }
@@ -321,7 +328,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
   const changed = e.local.filter((f) => digests[f.path] !== recorded.get(f.path)!.sha256).map((f) => f.path);
   if (changed.length > 0) {
     return k(
-      "local_digest_mismatch",
+      "PRUNE_LOCAL_DIGEST_MISMATCH",
       `the bytes of ${named(changed)} no longer match the receipt's sha256. Publish again before pruning.`,
     );
   }
@@ -336,7 +343,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
   if (conflict.length > 0) {
     const o = checks.get(conflict[0]!.path)!;
     return k(
-      "remote_size_conflict",
+      "PRUNE_REMOTE_SIZE_CONFLICT",
       `the destination's ${named(conflict.map((f) => f.path))} claims the recorded sha256 with another size ` +
         `(${o.actual?.size} bytes, ${o.expected.size} recorded): the destination contradicts itself. Investigate it before releasing anything.`,
     );
