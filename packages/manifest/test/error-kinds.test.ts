@@ -23,6 +23,6 @@ describe("ManifestError kinds", () => {
     expect(kindOfThrow(() => parseStrictJson('{"a":1,"a":2}', { name: "x.json" }))).toBe("input");
     expect(kindOfThrow(() => assertSafeRelativePath("../up", "test"))).toBe("input");
     expect(kindOfThrow(() => formatIterDir(-1))).toBe("input");
-    expect(kindOfThrow(() => assertRunTs("yesterday"))).toBe("input");
+    expect(kindOfThrow(() => assertRunTs("yesterday", "test"))).toBe("input");
   });
 });
