@@ -67,12 +67,13 @@ function usage(node) {
   return at;
 }
 
-/** The base every error class extends (@ckpt/errors): its constructor takes the code first. */
+/** The bases error classes extend (@ckpt/errors): their constructors take the code first. */
+const BASE_CLASSES = new Set(["CkptError", "CkptSubjectError"]);
 const BASE_CLASS = "CkptError";
 
 /**
  * The constructor a class's instances are built by: its own, else its base class's (followed
- * through the program). A class extending `CkptError` with no constructor of its own answers
+ * through the program). A class extending a base of @ckpt/errors with no constructor of its own answers
  * `BASE_CLASS`, since the base is outside the parsed sources.
  */
 function constructorOf(checker, classDecl) {
@@ -82,7 +83,7 @@ function constructorOf(checker, classDecl) {
     const base = at.heritageClauses?.find((h) => h.token === ts.SyntaxKind.ExtendsKeyword)?.types[0]
       ?.expression;
     if (base === undefined) return undefined;
-    if (base.getText() === BASE_CLASS) return BASE_CLASS;
+    if (BASE_CLASSES.has(base.getText())) return BASE_CLASS;
     let symbol = checker.getSymbolAtLocation(base);
     if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
     at = symbol?.declarations?.find((d) => ts.isClassDeclaration(d));
@@ -98,7 +99,7 @@ function calleeDeclaration(checker, call) {
     const base = cls?.heritageClauses?.find((h) => h.token === ts.SyntaxKind.ExtendsKeyword)?.types[0]
       ?.expression;
     if (base === undefined) return undefined;
-    if (base.getText() === BASE_CLASS) return BASE_CLASS;
+    if (BASE_CLASSES.has(base.getText())) return BASE_CLASS;
     let symbol = checker.getSymbolAtLocation(base);
     if (symbol && symbol.flags & ts.SymbolFlags.Alias) symbol = checker.getAliasedSymbol(symbol);
     const decl = symbol?.declarations?.find((d) => ts.isClassDeclaration(d));

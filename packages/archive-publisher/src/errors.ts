@@ -1,4 +1,4 @@
-import { CkptError, type ErrorKind } from "@ckpt/errors";
+import { CkptSubjectError } from "@ckpt/errors";
 
 export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/archive.md ("Publish"). */
@@ -34,16 +34,6 @@ export type ArchivePublisherErrorCode = (typeof ARCHIVE_PUBLISHER_ERROR_CODES)[n
  * The one error class of @ckpt/archive-publisher. `code` is stable, `kind` says whether a retry
  * can help, `subject` names the file or key concerned (never a secret).
  */
-export class ArchivePublisherError extends CkptError<ArchivePublisherErrorCode> {
+export class ArchivePublisherError extends CkptSubjectError<ArchivePublisherErrorCode> {
   override readonly name = "ArchivePublisherError";
-  readonly subject: string | undefined;
-
-  constructor(
-    code: ArchivePublisherErrorCode,
-    message: string,
-    options: { kind: ErrorKind; subject?: string; cause?: unknown },
-  ) {
-    super(code, message, options);
-    this.subject = options.subject;
-  }
 }

@@ -1,4 +1,4 @@
-import { CkptError, type ErrorKind } from "@ckpt/errors";
+import { CkptSubjectError } from "@ckpt/errors";
 
 export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/archive-reader raises (documented in docs/archive.md). */
@@ -24,16 +24,6 @@ export type ArchiveReaderErrorCode =
  * The one error class of @ckpt/archive-reader: a stable `code`, a `kind` saying whether a retry or
  * other input can help, and the file or object key it is about in `subject` (never a secret).
  */
-export class ArchiveReaderError extends CkptError<ArchiveReaderErrorCode> {
+export class ArchiveReaderError extends CkptSubjectError<ArchiveReaderErrorCode> {
   override readonly name = "ArchiveReaderError";
-  readonly subject: string | undefined;
-
-  constructor(
-    code: ArchiveReaderErrorCode,
-    message: string,
-    options: { kind: ErrorKind; subject?: string; cause?: unknown },
-  ) {
-    super(code, message, options);
-    this.subject = options.subject;
-  }
 }

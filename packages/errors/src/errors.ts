@@ -19,6 +19,16 @@ export abstract class CkptError<Code extends string = string> extends Error {
   }
 }
 
+/** A ckpt error about one file, object key or URI, named in `subject` (never a secret). */
+export abstract class CkptSubjectError<Code extends string = string> extends CkptError<Code> {
+  readonly subject: string | undefined;
+
+  constructor(code: Code, message: string, options: { kind: ErrorKind; subject?: string; cause?: unknown }) {
+    super(code, message, options);
+    this.subject = options.subject;
+  }
+}
+
 /** The kind of any error: its own when it carries a valid one (every ckpt error does), else `failed`. */
 export function kindOf(error: unknown): ErrorKind {
   const kind = (error as { kind?: unknown } | undefined)?.kind;

@@ -1,1 +1,8 @@
-export { CkptError, type ErrorKind, kindOf, messageOf, truncateForMessage } from "./errors.js";
+export {
+  CkptError,
+  CkptSubjectError,
+  type ErrorKind,
+  kindOf,
+  messageOf,
+  truncateForMessage,
+} from "./errors.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CkptError, kindOf, messageOf, truncateForMessage } from "../src/index.js";
+import { CkptError, CkptSubjectError, kindOf, messageOf, truncateForMessage } from "../src/index.js";
 
 class SampleError extends CkptError<"SAMPLE_BAD" | "SAMPLE_WORSE"> {
   override readonly name = "SampleError";
@@ -18,6 +18,19 @@ describe("CkptError", () => {
     });
     expect(error.cause).toBe(cause);
     expect("cause" in new SampleError("SAMPLE_WORSE", "m", { kind: "input" })).toBe(false);
+  });
+});
+
+describe("CkptSubjectError", () => {
+  class StoreSample extends CkptSubjectError<"SAMPLE_GONE"> {}
+
+  it("keeps the subject it is about, and nothing when none is named", () => {
+    expect(new StoreSample("SAMPLE_GONE", "m", { kind: "failed", subject: "s3://b/k" })).toMatchObject({
+      code: "SAMPLE_GONE",
+      kind: "failed",
+      subject: "s3://b/k",
+    });
+    expect(new StoreSample("SAMPLE_GONE", "m", { kind: "failed" }).subject).toBeUndefined();
   });
 });
 

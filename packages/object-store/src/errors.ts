@@ -1,4 +1,4 @@
-import { CkptError, type ErrorKind } from "@ckpt/errors";
+import { CkptSubjectError, type ErrorKind } from "@ckpt/errors";
 import { redact } from "./redact.js";
 
 export type { ErrorKind } from "@ckpt/errors";
@@ -20,10 +20,8 @@ export type ObjectStoreErrorCode =
   | "STORE_TRANSIENT"
   | "STORE_REQUEST_FAILED";
 
-export class ObjectStoreError extends CkptError<ObjectStoreErrorCode> {
+export class ObjectStoreError extends CkptSubjectError<ObjectStoreErrorCode> {
   override readonly name = "ObjectStoreError";
-  /** The object key or URI the error is about (never a secret). */
-  readonly subject: string | undefined;
 
   /** The message and subject are passed through `redact()`: no secret survives into an error. */
   constructor(
@@ -31,8 +29,10 @@ export class ObjectStoreError extends CkptError<ObjectStoreErrorCode> {
     message: string,
     options: { kind: ErrorKind; subject?: string; cause?: unknown },
   ) {
-    super(code, redact(message), options);
-    this.subject = options.subject === undefined ? undefined : redact(options.subject);
+    super(code, redact(message), {
+      ...options,
+      subject: options.subject === undefined ? undefined : redact(options.subject),
+    });
   }
 }
 

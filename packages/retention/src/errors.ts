@@ -1,4 +1,4 @@
-import { CkptError, type ErrorKind } from "@ckpt/errors";
+import { CkptSubjectError } from "@ckpt/errors";
 
 export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/retention raises (documented in docs/retention.md). */
@@ -15,16 +15,6 @@ export type RetentionErrorCode =
  * The one error class of @ckpt/retention: a stable `code`, a `kind` saying whether other input or a
  * retry can help, and the path it is about in `subject`. Messages never carry a secret.
  */
-export class RetentionError extends CkptError<RetentionErrorCode> {
+export class RetentionError extends CkptSubjectError<RetentionErrorCode> {
   override readonly name = "RetentionError";
-  readonly subject: string | undefined;
-
-  constructor(
-    code: RetentionErrorCode,
-    message: string,
-    options: { kind: ErrorKind; subject?: string; cause?: unknown },
-  ) {
-    super(code, message, options);
-    this.subject = options.subject;
-  }
 }

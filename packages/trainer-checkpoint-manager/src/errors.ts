@@ -1,4 +1,4 @@
-import { CkptError, type ErrorKind } from "@ckpt/errors";
+import { CkptSubjectError, type ErrorKind } from "@ckpt/errors";
 
 export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/trainer-checkpoint-manager.md ("Errors"). */
@@ -55,9 +55,8 @@ export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
  * a retry can help, `subject` names the file, key or URI concerned and `knob` the configuration
  * knob (dotted, e.g. `checkpoint_store.backend`) when a setting is at fault. Never holds a secret.
  */
-export class ManagerError extends CkptError<ManagerErrorCode> {
+export class ManagerError extends CkptSubjectError<ManagerErrorCode> {
   override readonly name = "ManagerError";
-  readonly subject: string | undefined;
   readonly knob: string | undefined;
 
   constructor(
@@ -66,7 +65,6 @@ export class ManagerError extends CkptError<ManagerErrorCode> {
     options: { kind: ErrorKind; subject?: string; knob?: string; cause?: unknown },
   ) {
     super(code, message, options);
-    this.subject = options.subject;
     this.knob = options.knob;
   }
 }
