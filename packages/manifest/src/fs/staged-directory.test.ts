@@ -65,7 +65,10 @@ function spyIo(crashAfter = Number.POSITIVE_INFINITY): { io: SwapIo; calls: stri
 function parseOurs(bytes: Uint8Array, name: string): { tool: "test" } {
   const json = parseStrictJson(new TextDecoder().decode(bytes), { name });
   if (typeof json !== "object" || json === null || (json as { tool?: unknown }).tool !== "test") {
-    throw new ManifestError("RECORD_INVALID", `${name} does not name this tool`, { kind: "input", file: name });
+    throw new ManifestError("RECORD_INVALID", `${name} does not name this tool`, {
+      kind: "input",
+      file: name,
+    });
   }
   return { tool: "test" };
 }
