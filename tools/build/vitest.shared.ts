@@ -1,5 +1,6 @@
 import { basename } from "node:path";
 import { defineConfig } from "vitest/config";
+import { versionDefine } from "./tsup.base.ts";
 
 /**
  * The tags that keep a test out of the fast lane (`pnpm test:unit`, i.e. `vitest run --mode unit`):
@@ -25,6 +26,7 @@ export function packageTests(
   return defineConfig(({ mode }) => {
     const unitLane = mode === "unit";
     return {
+      define: versionDefine(packageDir),
       test: {
         include: overrides.include ?? ["src/**/*.test.ts", "test/**/*.test.ts"],
         testTimeout: overrides.testTimeout ?? 30_000,
