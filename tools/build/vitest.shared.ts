@@ -14,7 +14,9 @@ export const SLOW_LANE_TAGS = [
 
 /**
  * One test config for every workspace package. When CKPT_REPORT_DIR is set (CI), each package
- * also writes a JSON report there, which .ci/run sums into its closing `ci:` line.
+ * also writes a JSON report there, which .ci/run sums into its closing `ci:` line, and the line and
+ * branch coverage of its src/ (V8's own counters) into coverage/<package>/coverage-summary.json there,
+ * which tools/ci-summary.mjs prints as a table.
  */
 export function packageTests(
   packageDir: string,
@@ -34,6 +36,18 @@ export function packageTests(
         pool: "forks",
         maxWorkers: 2,
         reporters,
+        ...(reportDir
+          ? {
+              coverage: {
+                enabled: true,
+                provider: "v8" as const,
+                include: ["src/**/*.ts"],
+                exclude: ["src/**/*.test.ts"],
+                reporter: ["json-summary"],
+                reportsDirectory: `${reportDir}/coverage/${basename(packageDir)}`,
+              },
+            }
+          : {}),
         passWithNoTests: true,
         tags: [...SLOW_LANE_TAGS],
         ...(unitLane ? { tagsFilter: [SLOW_LANE_TAGS.map((t) => `!${t.name}`).join(" && ")] } : {}),
