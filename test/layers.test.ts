@@ -82,9 +82,65 @@ describe("layer check", () => {
     expect(problems.every((p: string) => p.startsWith("packages/manifest/src/a.ts"))).toBe(true);
   });
 
-  it("holds for the real workspace", () => {
+  it("refuses a declared workspace dependency that no file imports", () => {
+    const unused = unit("retention", {
+      deps: { "@ckpt/manifest": "workspace:^", "@ckpt/archive-reader": "workspace:^" },
+      devDeps: { "@ckpt/test-utils": "workspace:*" },
+      sources: [
+        { file: "packages/retention/src/a.ts", text: 'import { x } from "@ckpt/manifest";', isTest: false },
+      ],
+    });
+    expect(checkUnit(unused)).toEqual([
+      "packages/retention/package.json: dependencies declares @ckpt/archive-reader, which no file of @ckpt/retention imports",
+      "packages/retention/package.json: devDependencies declares @ckpt/test-utils, which no file of @ckpt/retention imports",
+    ]);
+  });
+
+  it("does not count an import quoted in a string (a test's fixture source) as an import", () => {
+    const text = [
+      "const fixture = 'import { x } from \"@ckpt/tensors\";';",
+      "const other = \"export * from '../../manifest/dist/index.js'\";",
+      'import { y } from "@ckpt/manifest";',
+    ].join("\n");
+    expect(importsOf(text)).toEqual(["@ckpt/manifest"]);
+  });
+
+  it("lets the integration tests declare test-utils and the packages they only run, nothing unused", () => {
+    const tests = unit("integration-tests", {
+      dir: "test",
+      kind: "tests",
+      deps: {
+        "@ckpt/test-utils": "workspace:*",
+        "@ckpt/cli": "workspace:^",
+        "@ckpt/trainer-binding": "workspace:^",
+        "@ckpt/trainer-checkpoint-manager": "workspace:^",
+        "@ckpt/merge": "workspace:^",
+      },
+      sources: [
+        { file: "test/a/b.test.ts", text: 'import { testdir } from "@ckpt/test-utils";', isTest: false },
+      ],
+    });
+    expect(checkUnit(tests)).toEqual([
+      "test/package.json: dependencies declares @ckpt/merge, which no file of @ckpt/integration-tests imports",
+    ]);
+  });
+
+  it("keeps test-utils free of workspace packages", () => {
+    const helpers = unit("test-utils", {
+      dir: "tools/test-utils",
+      kind: "test-utils",
+      deps: { "@ckpt/manifest": "workspace:^" },
+      sources: [{ file: "tools/test-utils/src/a.ts", text: 'import "@ckpt/manifest";', isTest: false }],
+    });
+    const problems = checkUnit(helpers).join("\n");
+    expect(problems).toContain("may not depend on @ckpt/manifest");
+    expect(problems).toContain("may not import @ckpt/manifest");
+  });
+
+  it("holds for the real workspace, the integration tests and test-utils included", () => {
     const units = readWorkspace(resolve(import.meta.dirname, ".."));
-    expect(units.length).toBeGreaterThanOrEqual(11);
+    expect(units.map((u: Unit) => u.dir)).toEqual(expect.arrayContaining(["test", "tools/test-utils"]));
+    expect(units.length).toBeGreaterThanOrEqual(13);
     expect(units.flatMap(checkUnit)).toEqual([]);
   });
 });

@@ -2,8 +2,9 @@
 // Sums the vitest JSON reports in a directory into the one closing line CI reads:
 //   ci: N passed, N failed
 // A runner that failed without reporting a failed test (a crash, a config error) counts as one
-// failure, so a broken run can never print "0 failed".
-import { readdirSync, readFileSync } from "node:fs";
+// failure, so a broken run can never print "0 failed". Before it, a table of each package's line
+// and branch coverage (coverage/<package>/coverage-summary.json, written by vitest.shared.ts).
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 const [reportDir, runnerExit = "0"] = process.argv.slice(2);
@@ -31,5 +32,19 @@ for (const file of readdirSync(reportDir)
 }
 if (Number(runnerExit) !== 0 && failed === 0) failed = 1;
 console.log(lines.join("\n"));
+const coverageDir = join(reportDir, "coverage");
+if (existsSync(coverageDir)) {
+  const rows = [];
+  for (const name of readdirSync(coverageDir).sort()) {
+    const file = join(coverageDir, name, "coverage-summary.json");
+    if (!existsSync(file)) continue;
+    const { total } = JSON.parse(readFileSync(file, "utf8"));
+    if (total.lines.total === 0) continue; // no src/ of its own (the integration tests)
+    const pct = (metric) => `${metric.pct.toFixed(1)}%`.padStart(7);
+    rows.push(`  ${name.padEnd(28)} ${pct(total.lines)} lines ${pct(total.branches)} branches`);
+  }
+  if (rows.length > 0)
+    console.log(["coverage (src/ of each package, by its own tests):", ...rows].join("\n"));
+}
 console.log(`ci: ${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ""}`);
 process.exit(failed > 0 ? 1 : 0);

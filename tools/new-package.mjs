@@ -1,6 +1,8 @@
 #!/usr/bin/env node
-// Creates a workspace package with the house shape: package.json with an exports map,
-// one-line tsup/vitest configs that use tools/build, tsconfig, README and src/index.ts.
+// Creates a workspace package with the house shape: package.json with an exports map (ESM and
+// CJS, each with its own declarations), one-line tsup/vitest configs that use tools/build,
+// tsconfig, README, CHANGELOG and src/index.ts. test/build/new-package.test.ts keeps it in step with
+// the real packages.
 // Usage: node tools/new-package.mjs packages/<name> "<one-line contract>" [--app]
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -31,7 +33,10 @@ const pkg = {
   module: "./dist/index.js",
   types: "./dist/index.d.ts",
   exports: {
-    ".": { types: "./dist/index.d.ts", import: "./dist/index.js", require: "./dist/index.cjs" },
+    ".": {
+      import: { types: "./dist/index.d.ts", default: "./dist/index.js" },
+      require: { types: "./dist/index.d.cts", default: "./dist/index.cjs" },
+    },
     "./package.json": "./package.json",
   },
   files: ["dist"],
@@ -39,8 +44,10 @@ const pkg = {
   scripts: {
     build: "tsup",
     test: "vitest run",
+    "test:unit": "vitest run --mode unit",
     typecheck: "tsc --noEmit -p tsconfig.json",
-    lint: "biome check .",
+    // A published package also proves its package.json and types resolve for every consumer.
+    lint: isApp ? "biome check ." : "biome check . && publint --strict && attw --pack .",
   },
   dependencies: {},
   devDependencies: {},
@@ -48,7 +55,7 @@ const pkg = {
 write("package.json", `${JSON.stringify(pkg, null, 2)}\n`);
 write(
   "tsconfig.json",
-  `${JSON.stringify({ extends: "../../tools/build/tsconfig.base.json", include: ["src", "test"] }, null, 2)}\n`,
+  '{\n  "extends": "../../tools/build/tsconfig.base.json",\n  "include": ["src", "test"]\n}\n',
 );
 write(
   "tsup.config.ts",
@@ -59,5 +66,6 @@ write(
   'import { packageTests } from "../../tools/build/vitest.shared.ts";\n\nexport default packageTests(import.meta.dirname);\n',
 );
 write("README.md", `# @ckpt/${name}\n\n${contract}\n`);
+if (!isApp) write("CHANGELOG.md", `# @ckpt/${name}\n`);
 write("src/index.ts", "export {};\n");
 console.log(`created ${dir}`);

@@ -1,5 +1,6 @@
 import { basename } from "node:path";
 import { defineConfig } from "vitest/config";
+import { versionDefine } from "./tsup.base.ts";
 
 /**
  * The tags that keep a test out of the fast lane (`pnpm test:unit`, i.e. `vitest run --mode unit`):
@@ -13,7 +14,9 @@ export const SLOW_LANE_TAGS = [
 
 /**
  * One test config for every workspace package. When CKPT_REPORT_DIR is set (CI), each package
- * also writes a JSON report there, which .ci/run sums into its closing `ci:` line.
+ * also writes a JSON report there, which .ci/run sums into its closing `ci:` line, and the line and
+ * branch coverage of its src/ (V8's own counters) into coverage/<package>/coverage-summary.json there,
+ * which tools/ci-summary.mjs prints as a table.
  */
 export function packageTests(
   packageDir: string,
@@ -25,6 +28,7 @@ export function packageTests(
   return defineConfig(({ mode }) => {
     const unitLane = mode === "unit";
     return {
+      define: versionDefine(packageDir),
       test: {
         include: overrides.include ?? ["src/**/*.test.ts", "test/**/*.test.ts"],
         testTimeout: overrides.testTimeout ?? 30_000,
@@ -32,6 +36,18 @@ export function packageTests(
         pool: "forks",
         maxWorkers: 2,
         reporters,
+        ...(reportDir
+          ? {
+              coverage: {
+                enabled: true,
+                provider: "v8" as const,
+                include: ["src/**/*.ts"],
+                exclude: ["src/**/*.test.ts"],
+                reporter: ["json-summary"],
+                reportsDirectory: `${reportDir}/coverage/${basename(packageDir)}`,
+              },
+            }
+          : {}),
         passWithNoTests: true,
         tags: [...SLOW_LANE_TAGS],
         ...(unitLane ? { tagsFilter: [SLOW_LANE_TAGS.map((t) => `!${t.name}`).join(" && ")] } : {}),

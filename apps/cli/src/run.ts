@@ -24,6 +24,8 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     .usage("ckpt <command> [options]\n\nThe life of an ML training checkpoint, provable at every step.")
     .option("json", { type: "boolean", default: false, describe: "Print the report as JSON on stdout" })
     .option("quiet", { type: "boolean", default: false, describe: "Print nothing on success" })
+    // From apps/cli/package.json at build time (yargs's own lookup finds no package.json in a bundle).
+    .version(__CKPT_PACKAGE_VERSION__)
     .strict()
     .demandCommand(1, "Name a command; `ckpt --help` lists them.")
     .recommendCommands()

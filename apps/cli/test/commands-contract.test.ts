@@ -1,4 +1,4 @@
-import { writeFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { makeTempDir, testdir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
@@ -30,6 +30,13 @@ describe("every command keeps the CLI contract (new commands are picked up from 
         "inspect",
       ]),
     );
+  });
+
+  it("ckpt --version prints apps/cli/package.json's version", async () => {
+    const { version } = JSON.parse(await readFile(join(import.meta.dirname, "..", "package.json"), "utf8"));
+    const c = captureIo();
+    expect(await runCli(["--version"], c.io)).toBe(0);
+    expect(c.out()).toBe(`${version}\n`);
   });
 
   it.each(ALL.map((words) => [words.join(" "), words]))(

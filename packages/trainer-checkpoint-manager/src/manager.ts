@@ -56,8 +56,8 @@ import type {
   ValidationState,
 } from "./types.js";
 
-/** This package's version, recorded as the producer of what it commits. */
-export const MANAGER_VERSION = "0.1.0";
+/** This package's version (from its package.json at build time), recorded as the producer of what it commits. */
+export const MANAGER_VERSION: string = __CKPT_PACKAGE_VERSION__;
 const DEFAULT_PRODUCER = `ckpt-trainer-checkpoint-manager/${MANAGER_VERSION}`;
 /** The write slot of a single-role trainer. */
 const SINGLE_ROLE = "default";
