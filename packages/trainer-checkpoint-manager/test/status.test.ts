@@ -12,11 +12,11 @@ const sync = { save_async: false };
 const iterDir = (attemptDir: string, i: number) =>
   join(attemptDir, "checkpoints", `iter_${String(i).padStart(9, "0")}`);
 
-/** Full saves at 10, 20 and 30 (optimizer kept for the newest only), then a model-only artifact at 15. */
-async function trainedAttempt(): Promise<string> {
+/** Full saves at `steps` (optimizer kept for the newest `keepOptim`), then a model-only artifact at 15. */
+async function trainedAttempt(steps: readonly number[], keepOptim: number): Promise<string> {
   const root = await tempRoot();
-  const { manager } = await openManager(root, { ...sync, save_every: 10, keep_optim_last: 1 });
-  for (const step of [10, 20, 30]) await saveStep(manager, step, { cadence: true });
+  const { manager } = await openManager(root, { ...sync, save_every: 10, keep_optim_last: keepOptim });
+  for (const step of steps) await saveStep(manager, step, { cadence: true });
   await manager.finalize();
   const { manager: partial } = await openManager(root, {
     ...sync,
@@ -30,7 +30,7 @@ async function trainedAttempt(): Promise<string> {
 
 describe("runStatus", () => {
   it("lists checkpoints newest first with components on disk, sizes, pointer, artifacts and the resume decision", async () => {
-    const attemptDir = await trainedAttempt();
+    const attemptDir = await trainedAttempt([10, 20, 30], 1);
     const report = await runStatus(attemptDir);
     expect(report.ok).toBe(true);
     expect(report.attemptDir).toBe(attemptDir);
@@ -105,7 +105,7 @@ describe("runStatus", () => {
 
 describe("checkResumable", () => {
   it("yes for the latest full checkpoint; no (with the manager's code) for a released, a behind-artifact or a mis-pinned one", async () => {
-    const attemptDir = await trainedAttempt();
+    const attemptDir = await trainedAttempt([10, 20, 30], 1);
     const latest = await checkResumable(iterDir(attemptDir, 30), null);
     expect(latest).toMatchObject({ ok: true, resumable: true, code: null, iteration: 30, latest: true });
     expect(latest.manifestSha256).toMatch(/^[0-9a-f]{64}$/);
@@ -124,17 +124,8 @@ describe("checkResumable", () => {
   });
 
   it("no for a complete checkpoint behind a committed artifact of its attempt", async () => {
-    const root = await tempRoot();
-    const { manager } = await openManager(root, { ...sync, save_every: 10, keep_optim_last: 0 });
-    await saveStep(manager, 10, { cadence: true });
-    await manager.finalize();
-    const { manager: partial } = await openManager(root, {
-      ...sync,
-      save_every: 5,
-      checkpoint_components: ["model"],
-    });
-    await saveStep(partial, 15, { cadence: true });
-    const behind = await checkResumable(iterDir(manager.attemptDir, 10), null);
+    const attemptDir = await trainedAttempt([10], 0);
+    const behind = await checkResumable(iterDir(attemptDir, 10), null);
     expect(behind).toMatchObject({ resumable: false, code: "MANAGER_RESUME_BEHIND_ARTIFACT", problems: [] });
   });
 });
