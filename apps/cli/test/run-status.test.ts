@@ -1,7 +1,8 @@
 // `ckpt run status <attempt-dir>` on run attempts the checkpoint manager wrote for real: the demo
 // trainer (cadence saves, retention, a model-only validation artifact, an interrupted save) and a
-// manager holding a full checkpoint whose validation is pending.
-import { lstat, mkdir, readdir, writeFile } from "node:fs/promises";
+// manager holding a full checkpoint whose validation is pending. The report's assembly is
+// runStatus's (tested in @ckpt/trainer-checkpoint-manager); these check the table and exit codes.
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { makeTempDir } from "@ckpt/test-utils";
 import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
@@ -60,27 +61,7 @@ describe("ckpt run status", () => {
     expect(report.ok).toBe(true);
     expect(report.pointer).toMatchObject({ state: "present", iteration: 30 });
     expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 30 });
-    expect(report.resume.reason).toContain("latest complete checkpoint");
-    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.complete, c.hasOptimizer])).toEqual([
-      [30, true, true, true],
-      [20, false, false, false], // keep_optim_last=1 released its optimizer state
-      [10, false, false, false],
-    ]);
-    const newest = report.checkpoints[0]!;
-    for (const c of newest.components)
-      expect([c.present, c.bytes]).toEqual([true, (await lstat(c.path)).size]);
-    expect(report.checkpoints[1]!.components.find((c) => c.name === "optim")).toMatchObject({
-      present: false,
-    });
-    expect(newest.bytes).toBe(newest.components.reduce((s, c) => s + c.bytes, 0));
-    expect(newest.components.map((c) => c.name)).toEqual(
-      expect.arrayContaining(["model", "optim", "trainer"]),
-    );
-    expect(report.artifacts).toEqual([
-      expect.objectContaining({ iteration: 15, components: ["model"], local: "yes" }),
-    ]);
-    expect(report.artifacts[0]!.bytes).toBeGreaterThan(0);
-    expect(report.pendingValidation).toEqual([]);
+    expect(report.checkpoints.map((c) => c.iteration)).toEqual([30, 20, 10]);
     const lines = human.split("\n");
     expect(lines[0]).toBe(run.attemptDir);
     expect(lines[1]).toBe("latest_checkpoint.txt: iteration 30");

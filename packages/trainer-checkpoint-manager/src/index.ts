@@ -108,3 +108,15 @@ export {
   type EvidenceBundle,
   type EvidenceProblem,
 } from "./evidence.js";
+// --- a run attempt at a glance (ckpt run status), read-only
+export {
+  type ArtifactStatus,
+  archivedTo,
+  artifactLocality,
+  type CheckpointStatus,
+  type ComponentStatus,
+  type RunStatusReport,
+  runStatus,
+} from "./status.js";
+// --- would training resume from this checkpoint? (ckpt resumable), read-only
+export { checkResumable, type ResumableReport } from "./resumable.js";

@@ -14,6 +14,10 @@ import {
 import { ManagerError } from "./errors.js";
 import type { SavePlan } from "./plan.js";
 
+/** Below the attempt directory: staged control files of a direct primary, and control files copied for a resume. */
+export const STAGING_DIR = ".ckpt-staging";
+export const RESUME_CACHE_DIR = ".ckpt-resume";
+
 /** `run_ts`: `<name>/<RUN_TS>/checkpoints`; `legacy`: a job whose `<name>/checkpoints/` predates run attempts. */
 export type LayoutKind = "run_ts" | "legacy";
 

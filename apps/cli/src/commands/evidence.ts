@@ -1,5 +1,5 @@
 import { stat } from "node:fs/promises";
-import type { EvidenceBundle } from "@ckpt/trainer-checkpoint-manager";
+import type { archivedTo, artifactLocality, EvidenceBundle } from "@ckpt/trainer-checkpoint-manager";
 import { UsageError } from "../errors.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
@@ -8,8 +8,14 @@ interface EvidenceArgs {
   "attempt-dir": string;
 }
 
+/** How an artifact's locality and archive are worded (the library's helpers, loaded on demand). */
+interface ArtifactWording {
+  readonly artifactLocality: typeof artifactLocality;
+  readonly archivedTo: typeof archivedTo;
+}
+
 /** A short human summary; the bundle itself is the `--json` report. */
-export function renderEvidence(bundle: EvidenceBundle): string {
+export function renderEvidence(bundle: EvidenceBundle, wording: ArtifactWording): string {
   const r = bundle.resume;
   const lines = [
     `${bundle.attemptDir}: ${bundle.status}`,
@@ -42,10 +48,8 @@ export function renderEvidence(bundle: EvidenceBundle): string {
           String(a.iteration),
           a.logicalComponents?.join(",") ?? "?",
           formatBytes(a.payloads.reduce((s, p) => s + p.size, 0)),
-          a.payloads.every((p) => p.local) ? "yes" : a.payloads.some((p) => p.local) ? "partly" : "released",
-          a.receipt
-            ? `${a.receipt.destination.scheme}://${a.receipt.destination.bucket}/${a.receipt.destination.prefix}`
-            : "-",
+          wording.artifactLocality(a),
+          wording.archivedTo(a) ?? "-",
         ]),
       ),
     );
@@ -75,7 +79,9 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       )
       .example("ckpt evidence ckpt-demo/runs/demo/mlp/main/*", "the demo's main run, summarised"),
   async run(args) {
-    const { collectEvidence } = await import("@ckpt/trainer-checkpoint-manager");
+    const { collectEvidence, artifactLocality, archivedTo } = await import(
+      "@ckpt/trainer-checkpoint-manager"
+    );
     const dir = args["attempt-dir"];
     const kind = await stat(dir).then(
       (s) => (s.isDirectory() ? "dir" : "other"),
@@ -91,7 +97,7 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
     return {
       exitCode: bundle.problems.length === 0 ? 0 : 1,
       report: { ok: bundle.problems.length === 0, ...bundle },
-      human: renderEvidence(bundle),
+      human: renderEvidence(bundle, { artifactLocality, archivedTo }),
     };
   },
 };

@@ -15,71 +15,33 @@ import {
   formatIterDir,
   LATEST_CHECKPOINT_FILE,
   type LogicalComponent,
-  MAX_RECORD_BYTES,
   type PhysicalComponent,
-  parseControlManifest,
   parseIterDir,
   parseLatestPointer,
   serializeArtifactManifest,
   serializeControlManifest,
   serializeLatestPointer,
   sha256Hex,
-  writeFileAtomic,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { ManagerError, messageOf } from "../errors.js";
 import { entryKind, removeOwned } from "../internal/fs.js";
 import { readSmallObject, storeFailure } from "../internal/store.js";
-import type { ComponentTargets } from "../layout.js";
-import {
-  VALIDATION_STATE_SCHEMA,
-  type ValidationRecord,
-  validationPublicationName,
-  validationRecord,
-} from "../records.js";
-import type { PointerState, ProbedCheckpoint } from "../resume/decide.js";
-import type { ValidationState } from "../types.js";
+import type { CommitRecord } from "../local/commit.js";
+import { type FullCommit, type Primary, UPLOAD_DISABLED } from "../primary.js";
+import { VALIDATION_STATE_SCHEMA, validationPublicationName, validationRecord } from "../records.js";
+import type { PointerState } from "../resume/decide.js";
+import type { ManagerEvent, SaveSession, UploadOutcome, ValidationState } from "../types.js";
 import type { WriterLease } from "./lease.js";
-
-/** Largest control file (trainer.pt / data.pt) moved through memory: they hold clocks, RNG and cursors. */
-const MAX_CONTROL_BYTES = MAX_RECORD_BYTES;
-
-const keyIn = (iterKey: string, name: string) => (iterKey === "" ? name : `${iterKey}/${name}`);
-
-function remoteInvalid(subject: string, message: string, cause?: unknown): ManagerError {
-  return new ManagerError("MANAGER_REMOTE_INVALID", message, {
-    kind: "refused",
-    subject,
-    ...(cause === undefined ? {} : { cause }),
-  });
-}
-
-/** Reads and validates the control manifest of an iteration; undefined when absent. */
-export async function readControl(
-  store: ObjectStore,
-  iterKey: string,
-): Promise<{ manifest: ControlManifest; bytes: Uint8Array } | undefined> {
-  const key = keyIn(iterKey, CONTROL_MANIFEST_FILE);
-  const bytes = await readSmallObject(store, key);
-  if (bytes === undefined) return undefined;
-  try {
-    return { manifest: parseControlManifest(bytes, `${store.uri}/${key}`), bytes };
-  } catch (error) {
-    throw remoteInvalid(
-      `${store.uri}/${key}`,
-      `${messageOf(error)} A manifest that does not validate fails closed; nothing is written beneath it.`,
-      error,
-    );
-  }
-}
-
-async function head(store: ObjectStore, key: string) {
-  try {
-    return await store.head(key);
-  } catch (error) {
-    throw storeFailure("inspect", `${store.uri}/${key}`, error);
-  }
-}
+import {
+  controlProblems,
+  head,
+  keyIn,
+  MAX_CONTROL_BYTES,
+  probeRemote,
+  readControl,
+  remoteInvalid,
+} from "./probe.js";
 
 /** The DCP components of an iteration that hold their `.metadata` (written last by the DCP writer). */
 async function presentComponents(store: ObjectStore, iterKey: string): Promise<DcpComponent[]> {
@@ -87,28 +49,6 @@ async function presentComponents(store: ObjectStore, iterKey: string): Promise<D
   for (const c of DCP_COMPONENTS)
     if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) !== undefined) present.push(c);
   return present;
-}
-
-/** Problems of a committed iteration: each listed component's `.metadata`, each control file with its descriptor. */
-async function controlProblems(
-  store: ObjectStore,
-  iterKey: string,
-  manifest: ControlManifest,
-): Promise<string[]> {
-  const problems: string[] = [];
-  for (const c of manifest.components) {
-    if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) === undefined)
-      problems.push(`${c}/.metadata is missing`);
-  }
-  for (const entry of [manifest.control.trainer, manifest.control.data]) {
-    if (entry === null) continue;
-    const info = await head(store, keyIn(iterKey, entry.path));
-    if (info === undefined) problems.push(`${entry.path} is missing`);
-    else if (info.size !== entry.size || (info.sha256 !== undefined && info.sha256 !== entry.sha256)) {
-      problems.push(`${entry.path} does not match its descriptor`);
-    }
-  }
-  return problems;
 }
 
 async function readControlFile(path: string, what: string): Promise<Uint8Array> {
@@ -137,7 +77,7 @@ async function readControlFile(path: string, what: string): Promise<Uint8Array> 
   return new Uint8Array(bytes);
 }
 
-export interface DirectCommit {
+interface DirectCommit {
   readonly uri: string;
   readonly manifestSha256: string;
   /** The iteration was already committed by an earlier try: only the pointer was confirmed. */
@@ -149,18 +89,47 @@ export interface DirectCommit {
  * the manager appends a control generation (trainer.pt, data.pt), creates the control manifest
  * (the first valid one makes the iteration immutable) and then writes `latest_checkpoint.txt`.
  */
-export class DirectPrimary {
-  constructor(
-    /** Rooted at the checkpoints prefix. */
-    readonly root: ObjectStore,
-    /** Rooted at the sibling checkpoint_artifacts prefix (absent when the prefix is not a checkpoints root). */
-    readonly artifacts: ObjectStore | undefined,
-    /** Where the trainer writes trainer.pt / data.pt for upload. */
-    readonly stagingDir: string,
-    /** Where control files are copied for a resume. */
-    readonly cacheDir: string,
-    private readonly clock: () => Date,
-  ) {}
+export interface DirectPrimaryInit {
+  /** Rooted at the checkpoints prefix. */
+  readonly root: ObjectStore;
+  /** Rooted at the sibling checkpoint_artifacts prefix (absent when the prefix is not a checkpoints root). */
+  readonly artifacts: ObjectStore | undefined;
+  /** Where the trainer writes trainer.pt / data.pt for upload. */
+  readonly stagingDir: string;
+  /** Where control files are copied for a resume. */
+  readonly cacheDir: string;
+  readonly clock: () => Date;
+  readonly producer: string;
+  /** Rank 0's writer lease on the root; other ranks hold none. */
+  readonly lease: WriterLease | undefined;
+  readonly emit: (event: ManagerEvent) => void;
+}
+
+export class DirectPrimary implements Primary {
+  readonly root: ObjectStore;
+  readonly artifacts: ObjectStore | undefined;
+  readonly stagingDir: string;
+  readonly cacheDir: string;
+  readonly checkpointsRoot: string;
+  readonly targetOptions;
+  readonly commitsInBackground = false;
+  private readonly clock: () => Date;
+  private readonly producer: string;
+  private readonly lease: WriterLease | undefined;
+  private readonly emit: (event: ManagerEvent) => void;
+
+  constructor(init: DirectPrimaryInit) {
+    this.root = init.root;
+    this.artifacts = init.artifacts;
+    this.stagingDir = init.stagingDir;
+    this.cacheDir = init.cacheDir;
+    this.clock = init.clock;
+    this.producer = init.producer;
+    this.lease = init.lease;
+    this.emit = init.emit;
+    this.checkpointsRoot = init.root.uri;
+    this.targetOptions = { remote: { checkpointsUri: init.root.uri, stagingDir: init.stagingDir } };
+  }
 
   stagedDir(kind: "full" | "artifact", iteration: number): string {
     return join(
@@ -193,7 +162,7 @@ export class DirectPrimary {
   }
 
   /** Same-iteration retry under a visible manifest: validate it and what it references, then confirm the pointer. */
-  async confirm(iteration: number, lease: WriterLease | undefined): Promise<DirectCommit> {
+  private async confirm(iteration: number): Promise<DirectCommit> {
     const iterKey = formatIterDir(iteration);
     const found = await this.committed(iteration);
     if (found === undefined) {
@@ -223,7 +192,7 @@ export class DirectPrimary {
         subject,
         `confirm ${subject}: ${problems.join("; ")}. Fails closed; the pointer is not moved.`,
       );
-    await lease?.check();
+    await this.lease?.check();
     await this.putPointer(iteration);
     return { uri: `${this.root.uri}/${iterKey}`, manifestSha256: sha256Hex(found.bytes), confirmed: true };
   }
@@ -232,7 +201,6 @@ export class DirectPrimary {
   private async confirmSamePlan(
     iteration: number,
     components: readonly DcpComponent[],
-    lease: WriterLease | undefined,
   ): Promise<DirectCommit> {
     const existing = await this.committed(iteration);
     if (existing === undefined || existing.manifest.components.join(",") !== components.join(",")) {
@@ -245,7 +213,7 @@ export class DirectPrimary {
         { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
       );
     }
-    return this.confirm(iteration, lease);
+    return this.confirm(iteration);
   }
 
   /**
@@ -254,18 +222,13 @@ export class DirectPrimary {
    * control manifest by conditional create, then the pointer. A manifest that appeared meanwhile
    * is confirmed when it records the same plan and refused as plan drift otherwise.
    */
-  async commitFull(
-    iteration: number,
-    pending: boolean,
-    lease: WriterLease | undefined,
-  ): Promise<DirectCommit> {
+  private async commitControl(iteration: number, pending: boolean): Promise<DirectCommit> {
     const iterKey = formatIterDir(iteration);
     const iterUri = `${this.root.uri}/${iterKey}`;
-    await lease?.check();
+    await this.lease?.check();
     const components = await presentComponents(this.root, iterKey);
     // A manifest that became visible after this save began: the first one keeps the iteration.
-    if ((await this.committed(iteration)) !== undefined)
-      return this.confirmSamePlan(iteration, components, lease);
+    if ((await this.committed(iteration)) !== undefined) return this.confirmSamePlan(iteration, components);
     for (const required of ["model", "optim"] as const) {
       if (!components.includes(required)) {
         throw new ManagerError(
@@ -318,9 +281,9 @@ export class DirectPrimary {
       validation_publication: validation,
     };
     const bytes = serializeControlManifest(manifest);
-    await lease?.check();
+    await this.lease?.check();
     if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST_FILE), bytes)) === "exists") {
-      return this.confirmSamePlan(iteration, components, lease);
+      return this.confirmSamePlan(iteration, components);
     }
     await this.putPointer(iteration);
     await removeOwned(staged);
@@ -328,11 +291,7 @@ export class DirectPrimary {
   }
 
   /** Moves a committed iteration's validation transaction on: a new append-only record, then a successor manifest naming it. */
-  async writeValidation(
-    iteration: number,
-    state: ValidationState,
-    lease: WriterLease | undefined,
-  ): Promise<void> {
+  async writeValidation(iteration: number, state: ValidationState): Promise<void> {
     const iterKey = formatIterDir(iteration);
     const found = await this.committed(iteration);
     if (found === undefined) {
@@ -349,7 +308,7 @@ export class DirectPrimary {
     const sequence =
       previous === null ? 1 : Number(/^\.validation-publication-([0-9]+)-/.exec(previous)?.[1] ?? "0") + 1;
     const name = validationPublicationName(sequence, state);
-    await lease?.check();
+    await this.lease?.check();
     await this.create(
       this.root,
       keyIn(iterKey, name),
@@ -368,11 +327,9 @@ export class DirectPrimary {
    * files and sizes), the staged small files uploaded beside them, the native manifest last by
    * conditional create. A committed artifact is refused, never re-committed.
    */
-  async commitArtifact(
+  private async commitArtifactAt(
     iteration: number,
     plan: readonly LogicalComponent[],
-    producer: string,
-    lease: WriterLease | undefined,
   ): Promise<DirectCommit> {
     const store = this.artifacts;
     const iterKey = formatIterDir(iteration);
@@ -384,7 +341,7 @@ export class DirectPrimary {
       );
     }
     const iterUri = `${store.uri}/${iterKey}`;
-    await lease?.check();
+    await this.lease?.check();
     if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE))) !== undefined) {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
@@ -449,10 +406,10 @@ export class DirectPrimary {
       format: "dcp",
       logical_components: [...plan],
       physical_components: physical,
-      producer,
+      producer: this.producer,
     };
     const bytes = serializeArtifactManifest(manifest);
-    await lease?.check();
+    await this.lease?.check();
     if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE), bytes)) === "exists") {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
@@ -507,74 +464,71 @@ export class DirectPrimary {
       checkpoint: { ...checkpoint, iteration: pointer.iteration },
     };
   }
-}
 
-/**
- * Probes a remote iteration (`iterKey` below the store; "" when the store is rooted at it): the
- * control manifest, each component's `.metadata`, and the control files, copied to `cacheDir`
- * and checked against their descriptors. DCP components are handed out as URIs.
- */
-export async function probeRemote(
-  store: ObjectStore,
-  iterKey: string,
-  cacheDir: string,
-): Promise<ProbedCheckpoint> {
-  const iterUri = iterKey === "" ? store.uri : `${store.uri}/${iterKey}`;
-  const iteration = parseIterDir(iterUri.slice(iterUri.lastIndexOf("/") + 1));
-  const problems: string[] = [];
-  let found: Awaited<ReturnType<typeof readControl>>;
-  try {
-    found = await readControl(store, iterKey);
-  } catch (error) {
-    return { iterDir: iterUri, iteration, format: "dcp", components: {}, problems: [messageOf(error)] };
+  /** Not loaded at open: the store's conditional create refuses committing an artifact twice. */
+  async artifactCoverage(): Promise<[]> {
+    return [];
   }
-  if (found === undefined) {
+
+  /** No local guard: the lease is checked before each write to the store. */
+  assertHeld(): void {}
+
+  async prepareSave(save: Pick<SaveSession, "step" | "plan" | "dir">, writer: boolean): Promise<boolean> {
+    const alreadyCommitted = save.plan.kind === "full" && (await this.committed(save.step)) !== undefined;
+    if (writer) {
+      const staged = this.stagedDir(save.plan.kind, save.step);
+      await removeOwned(staged);
+      await mkdir(staged, { recursive: true });
+    }
+    return alreadyCommitted;
+  }
+
+  async commitArtifact(session: SaveSession): Promise<CommitRecord> {
+    const done = await this.commitArtifactAt(session.step, session.plan.components);
+    return { path: `${done.uri}/${ARTIFACT_MANIFEST_FILE}`, sha256: done.manifestSha256, bytes: 0 };
+  }
+
+  /** Commits the save's control generation, or (an earlier try committed it) only confirms the pointer. */
+  async commitFull(session: SaveSession): Promise<FullCommit> {
+    const pending = session.plan.validation === "pending" && !session.alreadyCommitted;
+    const done = session.alreadyCommitted
+      ? await this.confirm(session.step)
+      : await this.commitControl(session.step, pending);
     return {
-      iterDir: iterUri,
-      iteration,
-      format: "dcp",
-      components: {},
-      problems: [`${CONTROL_MANIFEST_FILE} is missing (a half-written iteration)`],
+      record: { path: `${done.uri}/${CONTROL_MANIFEST_FILE}`, sha256: done.manifestSha256, bytes: 0 },
+      pointer: `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`,
+      pending,
     };
   }
-  const { manifest } = found;
-  problems.push(...(await controlProblems(store, iterKey, manifest)));
-  const components: ComponentTargets = {};
-  for (const c of manifest.components) components[c] = `${iterUri}/${c}/`;
-  const local = join(cacheDir, iterKey === "" ? "explicit" : iterKey, manifest.control_generation);
-  for (const role of ["trainer", "data"] as const) {
-    const entry = manifest.control[role];
-    if (entry === null || problems.length > 0) continue;
-    const bytes = await readSmallObject(store, keyIn(iterKey, entry.path), MAX_CONTROL_BYTES);
-    if (bytes === undefined || bytes.byteLength !== entry.size || sha256Hex(bytes) !== entry.sha256) {
-      problems.push(`${entry.path} does not match its descriptor`);
-      continue;
-    }
-    await mkdir(local, { recursive: true });
-    const path = join(local, `${role}.pt`);
-    await writeFileAtomic(path, bytes);
-    components[role] = path;
+
+  /** A direct primary is the store: there is no archive upload. */
+  async archive(): Promise<UploadOutcome> {
+    return UPLOAD_DISABLED;
   }
-  let validation: ValidationState | undefined;
-  if (manifest.validation_publication !== null) {
-    const key = keyIn(iterKey, manifest.validation_publication);
-    const bytes = await readSmallObject(store, key);
-    if (bytes === undefined) problems.push(`${manifest.validation_publication} is missing`);
-    else {
-      try {
-        validation = (validationRecord.parse(bytes, `${store.uri}/${key}`) as ValidationRecord).state;
-      } catch (error) {
-        problems.push(messageOf(error));
-      }
-    }
+
+  /** Retention does not run on a direct primary. */
+  async retain(): Promise<undefined> {
+    return undefined;
   }
-  return {
-    iterDir: iterUri,
-    iteration: iteration ?? manifest.iteration,
-    format: "dcp",
-    components,
-    manifestSha256: sha256Hex(found.bytes),
-    ...(validation === undefined ? {} : { validation }),
-    problems,
-  };
+
+  async validationState(iteration: number): Promise<ValidationState> {
+    const iterKey = formatIterDir(iteration);
+    const committed = await this.committed(iteration);
+    const probed = committed === undefined ? undefined : await probeRemote(this.root, iterKey, this.cacheDir);
+    const state = probed?.validation;
+    if (state === undefined) {
+      throw new ManagerError(
+        "MANAGER_VALIDATION_STATE",
+        `complete validation of ${this.root.uri}/${iterKey}: it has no validation transaction.`,
+        { kind: "refused", subject: `${this.root.uri}/${iterKey}` },
+      );
+    }
+    return state;
+  }
+
+  async release(): Promise<void> {
+    await this.lease
+      ?.release()
+      .catch((error: unknown) => this.emit({ type: "warning", message: messageOf(error) }));
+  }
 }

@@ -1,0 +1,152 @@
+// Read-only view of a direct primary's iteration: its control manifest, the objects that manifest
+// references, and the control files copied to a local cache for a resume.
+import { mkdir } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  CONTROL_MANIFEST_FILE,
+  type ControlManifest,
+  MAX_RECORD_BYTES,
+  parseControlManifest,
+  parseIterDir,
+  sha256Hex,
+  writeFileAtomic,
+} from "@ckpt/manifest";
+import type { ObjectStore } from "@ckpt/object-store";
+import { ManagerError, messageOf } from "../errors.js";
+import { readSmallObject, storeFailure } from "../internal/store.js";
+import type { ComponentTargets } from "../layout.js";
+import { type ValidationRecord, validationRecord } from "../records.js";
+import type { ProbedCheckpoint } from "../resume/decide.js";
+import type { ValidationState } from "../types.js";
+
+/** Largest control file (trainer.pt / data.pt) moved through memory: they hold clocks, RNG and cursors. */
+export const MAX_CONTROL_BYTES = MAX_RECORD_BYTES;
+
+export const keyIn = (iterKey: string, name: string) => (iterKey === "" ? name : `${iterKey}/${name}`);
+
+export function remoteInvalid(subject: string, message: string, cause?: unknown): ManagerError {
+  return new ManagerError("MANAGER_REMOTE_INVALID", message, {
+    kind: "refused",
+    subject,
+    ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+/** Reads and validates the control manifest of an iteration; undefined when absent. */
+export async function readControl(
+  store: ObjectStore,
+  iterKey: string,
+): Promise<{ manifest: ControlManifest; bytes: Uint8Array } | undefined> {
+  const key = keyIn(iterKey, CONTROL_MANIFEST_FILE);
+  const bytes = await readSmallObject(store, key);
+  if (bytes === undefined) return undefined;
+  try {
+    return { manifest: parseControlManifest(bytes, `${store.uri}/${key}`), bytes };
+  } catch (error) {
+    throw remoteInvalid(
+      `${store.uri}/${key}`,
+      `${messageOf(error)} A manifest that does not validate fails closed; nothing is written beneath it.`,
+      error,
+    );
+  }
+}
+
+export async function head(store: ObjectStore, key: string) {
+  try {
+    return await store.head(key);
+  } catch (error) {
+    throw storeFailure("inspect", `${store.uri}/${key}`, error);
+  }
+}
+
+/** Problems of a committed iteration: each listed component's `.metadata`, each control file with its descriptor. */
+export async function controlProblems(
+  store: ObjectStore,
+  iterKey: string,
+  manifest: ControlManifest,
+): Promise<string[]> {
+  const problems: string[] = [];
+  for (const c of manifest.components) {
+    if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) === undefined)
+      problems.push(`${c}/.metadata is missing`);
+  }
+  for (const entry of [manifest.control.trainer, manifest.control.data]) {
+    if (entry === null) continue;
+    const info = await head(store, keyIn(iterKey, entry.path));
+    if (info === undefined) problems.push(`${entry.path} is missing`);
+    else if (info.size !== entry.size || (info.sha256 !== undefined && info.sha256 !== entry.sha256)) {
+      problems.push(`${entry.path} does not match its descriptor`);
+    }
+  }
+  return problems;
+}
+
+/**
+ * Probes a remote iteration (`iterKey` below the store; "" when the store is rooted at it): the
+ * control manifest, each component's `.metadata`, and the control files, copied to `cacheDir`
+ * and checked against their descriptors. DCP components are handed out as URIs.
+ */
+export async function probeRemote(
+  store: ObjectStore,
+  iterKey: string,
+  cacheDir: string,
+): Promise<ProbedCheckpoint> {
+  const iterUri = iterKey === "" ? store.uri : `${store.uri}/${iterKey}`;
+  const iteration = parseIterDir(iterUri.slice(iterUri.lastIndexOf("/") + 1));
+  const problems: string[] = [];
+  let found: Awaited<ReturnType<typeof readControl>>;
+  try {
+    found = await readControl(store, iterKey);
+  } catch (error) {
+    return { iterDir: iterUri, iteration, format: "dcp", components: {}, problems: [messageOf(error)] };
+  }
+  if (found === undefined) {
+    return {
+      iterDir: iterUri,
+      iteration,
+      format: "dcp",
+      components: {},
+      problems: [`${CONTROL_MANIFEST_FILE} is missing (a half-written iteration)`],
+    };
+  }
+  const { manifest } = found;
+  problems.push(...(await controlProblems(store, iterKey, manifest)));
+  const components: ComponentTargets = {};
+  for (const c of manifest.components) components[c] = `${iterUri}/${c}/`;
+  const local = join(cacheDir, iterKey === "" ? "explicit" : iterKey, manifest.control_generation);
+  for (const role of ["trainer", "data"] as const) {
+    const entry = manifest.control[role];
+    if (entry === null || problems.length > 0) continue;
+    const bytes = await readSmallObject(store, keyIn(iterKey, entry.path), MAX_CONTROL_BYTES);
+    if (bytes === undefined || bytes.byteLength !== entry.size || sha256Hex(bytes) !== entry.sha256) {
+      problems.push(`${entry.path} does not match its descriptor`);
+      continue;
+    }
+    await mkdir(local, { recursive: true });
+    const path = join(local, `${role}.pt`);
+    await writeFileAtomic(path, bytes);
+    components[role] = path;
+  }
+  let validation: ValidationState | undefined;
+  if (manifest.validation_publication !== null) {
+    const key = keyIn(iterKey, manifest.validation_publication);
+    const bytes = await readSmallObject(store, key);
+    if (bytes === undefined) problems.push(`${manifest.validation_publication} is missing`);
+    else {
+      try {
+        validation = (validationRecord.parse(bytes, `${store.uri}/${key}`) as ValidationRecord).state;
+      } catch (error) {
+        problems.push(messageOf(error));
+      }
+    }
+  }
+  return {
+    iterDir: iterUri,
+    iteration: iteration ?? manifest.iteration,
+    format: "dcp",
+    components,
+    manifestSha256: sha256Hex(found.bytes),
+    ...(validation === undefined ? {} : { validation }),
+    problems,
+  };
+}

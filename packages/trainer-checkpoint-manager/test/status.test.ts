@@ -1,0 +1,131 @@
+// runStatus and checkResumable (the reports behind `ckpt run status` and `ckpt resumable`) on
+// attempts this manager wrote: cadence saves with retention, a model-only artifact, a save that
+// never committed, a pending validation and a damaged pointer. The CLI tests cover rendering and
+// exit codes.
+import { lstat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { checkResumable, runStatus } from "../src/index.js";
+import { openManager, saveStep, tempRoot, writeTargets } from "./helpers.js";
+
+const sync = { save_async: false };
+const iterDir = (attemptDir: string, i: number) =>
+  join(attemptDir, "checkpoints", `iter_${String(i).padStart(9, "0")}`);
+
+/** Full saves at `steps` (optimizer kept for the newest `keepOptim`), then a model-only artifact at 15. */
+async function trainedAttempt(steps: readonly number[], keepOptim: number): Promise<string> {
+  const root = await tempRoot();
+  const { manager } = await openManager(root, { ...sync, save_every: 10, keep_optim_last: keepOptim });
+  for (const step of steps) await saveStep(manager, step, { cadence: true });
+  await manager.finalize();
+  const { manager: partial } = await openManager(root, {
+    ...sync,
+    save_every: 5,
+    checkpoint_components: ["model"],
+  });
+  await saveStep(partial, 15, { cadence: true });
+  await partial.finalize();
+  return manager.attemptDir;
+}
+
+describe("runStatus", () => {
+  it("lists checkpoints newest first with components on disk, sizes, pointer, artifacts and the resume decision", async () => {
+    const attemptDir = await trainedAttempt([10, 20, 30], 1);
+    const report = await runStatus(attemptDir);
+    expect(report.ok).toBe(true);
+    expect(report.attemptDir).toBe(attemptDir);
+    expect(report.pointer).toMatchObject({ state: "present", iteration: 30 });
+    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 30 });
+    expect(report.resume.reason).toContain("latest complete checkpoint");
+    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.complete, c.hasOptimizer])).toEqual([
+      [30, true, true, true],
+      [20, false, false, false], // keep_optim_last=1 released its optimizer state
+      [10, false, false, false],
+    ]);
+    const newest = report.checkpoints[0]!;
+    for (const c of newest.components)
+      expect([c.present, c.bytes]).toEqual([true, (await lstat(c.path)).size]);
+    expect(newest.bytes).toBe(newest.components.reduce((s, c) => s + c.bytes, 0));
+    expect(newest.components.map((c) => c.name)).toEqual(
+      expect.arrayContaining(["model", "optim", "trainer"]),
+    );
+    expect(report.checkpoints[1]!.components.find((c) => c.name === "optim")).toMatchObject({
+      present: false,
+      bytes: 0,
+    });
+    expect(report.checkpoints[1]!.problems.join(" ")).toContain("optim.pt is missing");
+    expect(report.artifacts).toEqual([
+      expect.objectContaining({ iteration: 15, components: ["model"], local: "yes", archivedTo: null }),
+    ]);
+    expect(report.artifacts[0]!.bytes).toBeGreaterThan(0);
+    expect(report.pendingValidation).toEqual([]);
+    expect(report.problems).toEqual([]);
+  });
+
+  it("marks a save that never committed past the pointer; resume stays on the pointer", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 10, keep_optim_last: 0 });
+    await saveStep(manager, 10, { cadence: true });
+    const session = await manager.beginSave(20, manager.planSave(20, { cadence: true })!);
+    await writeTargets(session.targets); // the process dies before the commit
+    const report = await runStatus(manager.attemptDir);
+    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
+    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.pastPointer])).toEqual([
+      [20, false, true],
+      [10, true, false],
+    ]);
+  });
+
+  it("reports a full checkpoint whose validation is pending", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 0,
+      validation: { save_checkpoint: true },
+    });
+    const saved = await saveStep(manager, 5, { validation: true });
+    expect(saved?.plan.validation).toBe("pending");
+    const report = await runStatus(manager.attemptDir);
+    expect(report.ok).toBe(true);
+    expect(report.pendingValidation).toEqual([{ iteration: 5, state: "evaluation_pending" }]);
+    expect(report.checkpoints[0]!.validation).toBe("evaluation_pending");
+  });
+
+  it("is not ok, with the refusal, when resume=auto would refuse (a damaged pointer)", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 10 });
+    await saveStep(manager, 10, { cadence: true });
+    await writeFile(join(manager.checkpointsRoot, "latest_checkpoint.txt"), "garbage\n");
+    const report = await runStatus(manager.attemptDir);
+    expect(report.ok).toBe(false);
+    expect(report.pointer.state).toBe("invalid");
+    expect(report.resume).toMatchObject({ decision: "refused", code: "MANAGER_RESUME_POINTER_INVALID" });
+  });
+});
+
+describe("checkResumable", () => {
+  it("yes for the latest full checkpoint; no (with the manager's code) for a released, a behind-artifact or a mis-pinned one", async () => {
+    const attemptDir = await trainedAttempt([10, 20, 30], 1);
+    const latest = await checkResumable(iterDir(attemptDir, 30), null);
+    expect(latest).toMatchObject({ ok: true, resumable: true, code: null, iteration: 30, latest: true });
+    expect(latest.manifestSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(Object.keys(latest.components)).toEqual(expect.arrayContaining(["model", "optim", "trainer"]));
+    expect(await checkResumable(iterDir(attemptDir, 30), latest.manifestSha256)).toMatchObject({
+      resumable: true,
+    });
+    const pinned = await checkResumable(iterDir(attemptDir, 30), "0".repeat(64));
+    expect(pinned).toMatchObject({ ok: false, resumable: false, code: "MANAGER_RESUME_PIN_MISMATCH" });
+    const released = await checkResumable(iterDir(attemptDir, 20), null);
+    expect(released).toMatchObject({ resumable: false, code: "MANAGER_RESUME_INCOMPLETE", latest: false });
+    expect(released.reason).toContain("optim");
+    expect(released.problems).not.toEqual([]);
+    const artifact = await checkResumable(join(attemptDir, "checkpoint_artifacts", "iter_000000015"), null);
+    expect(artifact.resumable).toBe(false);
+  });
+
+  it("no for a complete checkpoint behind a committed artifact of its attempt", async () => {
+    const attemptDir = await trainedAttempt([10], 0);
+    const behind = await checkResumable(iterDir(attemptDir, 10), null);
+    expect(behind).toMatchObject({ resumable: false, code: "MANAGER_RESUME_BEHIND_ARTIFACT", problems: [] });
+  });
+});
