@@ -27,7 +27,7 @@ import {
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
-import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./local-judge.js";
+import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./judge.js";
 
 /** What a local directory was judged as. */
 export type LocalVerifyKind = "artifact" | "stage" | "checkpoint" | "hf";

@@ -8,22 +8,28 @@ import {
   serializeMultiRoleSuccess,
   serializeStagedRecord,
   serializeUploadedMarker,
+  STAGED_RECORD_FILE,
+  STAGED_RECORD_SCHEMA,
 } from "@ckpt/manifest";
-import { createMemoryStore } from "@ckpt/object-store";
 import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
-  fetchArtifact,
   judgeExpectations,
   verifyArtifactDir,
   verifyCheckpointDir,
   verifyMaterializedDir,
   verifyStagedDir,
 } from "../src/index.js";
-import { makeArtifact, putArchive, receiptFor, sha, type TestArtifact, text } from "./helpers/archive.js";
+// The archive-reader's artifact builder and DCP fixture: the same artifacts its fetch and receipt tests use.
+import {
+  makeArtifact,
+  receiptFor,
+  sha,
+  type TestArtifact,
+} from "../../archive-reader/test/helpers/archive.js";
 
-const FIXTURE = join(import.meta.dirname, "fixtures", "dcp-p2");
+const FIXTURE = join(import.meta.dirname, "..", "..", "archive-reader", "test", "fixtures", "dcp-p2");
 const DESTINATION = {
   scheme: "s3",
   endpoint: "s3.example.com",
@@ -176,16 +182,28 @@ function torchBytesSameSize(b: Uint8Array): Uint8Array {
 }
 
 describe("verifyStagedDir", () => {
+  /** A stage as `fetchArtifact` leaves it: the payloads and the manifest, `.staged.json` completed. */
   async function staged(): Promise<{ dir: string; artifact: TestArtifact }> {
-    const store = createMemoryStore({ prefix: `verify-${Math.random().toString(16).slice(2)}` });
-    const artifact = makeArtifact({
-      model,
-      trainer,
-      extras: new Map([[".merge-complete.json", text("{}\n")]]),
+    const artifact = makeArtifact({ model, trainer });
+    const dir = join(await testdir(), "iter_000000300");
+    const files = new Map(
+      [...artifact.payloads, ARTIFACT_MANIFEST_FILE].map((p) => [p, artifact.files.get(p)!]),
+    );
+    await writeFiles(dir, files);
+    const record = serializeStagedRecord({
+      schema: STAGED_RECORD_SCHEMA,
+      source: {
+        uri: `s3://${DESTINATION.bucket}/${DESTINATION.prefix}`,
+        destination: DESTINATION,
+        manifest_sha256: sha(artifact.manifestBytes),
+        declaration_sha256: sha(artifact.declarationBytes),
+      },
+      iteration: artifact.iteration,
+      files: [...files].map(([path, b]) => ({ path, size: b.length, sha256: sha(b) })),
+      complete: true,
     });
-    await putArchive(store, artifact);
-    const report = await fetchArtifact(store, await testdir());
-    return { dir: report.stagedDir, artifact };
+    await writeFile(join(dir, STAGED_RECORD_FILE), record);
+    return { dir, artifact };
   }
 
   it("a finished fetch is sound; a staged file changed afterwards is named against .staged.json", async () => {
