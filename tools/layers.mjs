@@ -14,6 +14,7 @@ export const ALLOWED_EDGES = {
   retention: ["errors", "manifest", "object-store", "archive-reader"],
   merge: ["errors", "manifest", "tensors", "archive-reader"],
   "hf-conversion": ["errors", "manifest", "object-store", "tensors", "archive-reader"],
+  verify: ["errors", "manifest", "tensors", "hf-conversion"],
   "trainer-checkpoint-manager": [
     "errors",
     "manifest",

@@ -8,14 +8,6 @@ export class UsageError extends CkptError<"CLI_USAGE"> {
   }
 }
 
-/** Input a command cannot work with (a path that is not there, a kind it cannot tell): exit 2. */
-export class CliInputError extends CkptError<"VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND"> {
-  override readonly name = "CliInputError";
-  constructor(code: "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND", message: string) {
-    super(code, message, { kind: "input" });
-  }
-}
-
 interface CodedError {
   readonly code: string;
   readonly kind?: string;

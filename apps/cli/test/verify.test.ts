@@ -61,7 +61,7 @@ describe("ckpt verify: artifacts and stages", () => {
     return { root, dir };
   }
 
-  it("a committed artifact is sound (exit 0); a changed payload byte is a DIGEST_MISMATCH (exit 1)", async () => {
+  it("a committed artifact is sound (exit 0); a changed payload byte is a VERIFY_DIGEST_MISMATCH (exit 1)", async () => {
     const { dir } = await committedArtifact();
     const sound = await verifyJson(dir);
     expect(sound.code).toBe(0);
@@ -76,7 +76,7 @@ describe("ckpt verify: artifacts and stages", () => {
     await changeFloat(join(dir, "model.pt"), 4);
     const broken = await verifyJson(dir);
     expect(broken.code).toBe(1);
-    expect(problemCodes(broken.report)).toEqual(["DIGEST_MISMATCH model.pt"]);
+    expect(problemCodes(broken.report)).toEqual(["VERIFY_DIGEST_MISMATCH model.pt"]);
     const closed = await verifyProblemCodes();
     for (const p of broken.report.problems) expect(closed).toContain(p.code);
   });
@@ -89,7 +89,7 @@ describe("ckpt verify: artifacts and stages", () => {
     expect([code, report.kind, problemCodes(report)]).toEqual([
       1,
       "artifact",
-      ["ARTIFACT_UNCOMMITTED .posttrain-checkpoint-artifact.json"],
+      ["VERIFY_ARTIFACT_UNCOMMITTED .posttrain-checkpoint-artifact.json"],
     ]);
   });
 
@@ -119,7 +119,7 @@ describe("ckpt verify: artifacts and stages", () => {
     const { code, report } = await verifyJson(stagedDir);
     expect([code, report.kind, report.ok]).toEqual([0, "stage", true]);
     await rm(join(stagedDir, "model.pt"));
-    expect(problemCodes((await verifyJson(stagedDir)).report)).toEqual(["FILE_MISSING model.pt"]);
+    expect(problemCodes((await verifyJson(stagedDir)).report)).toEqual(["VERIFY_FILE_MISSING model.pt"]);
   });
 });
 
@@ -146,8 +146,8 @@ describe("ckpt verify: full checkpoints, DCP directories, single files", () => {
     await truncate(join(dir, "optim", "__1_0.distcp"), 5);
     await rm(join(dir, "trainer.pt"));
     expect(problemCodes((await verifyJson(dir)).report)).toEqual([
-      "COMPONENT_MISSING trainer.pt",
       "DCP_FILE_SHORT optim/__1_0.distcp",
+      "VERIFY_COMPONENT_MISSING trainer.pt",
     ]);
   });
 
@@ -252,7 +252,7 @@ describe("ckpt verify: unusable input exits 2", () => {
     await torchFile(join(dir, "trainer.pt"), [1]);
     expect((await verifyJson(dir)).report.kind).toBe("checkpoint");
     expect((await verifyJson(dir, "--kind", "artifact")).report.problems[0]!.code).toBe(
-      "ARTIFACT_UNCOMMITTED",
+      "VERIFY_ARTIFACT_UNCOMMITTED",
     );
     const help = captureIo();
     expect(await runCli(["verify", "--help"], help.io)).toBe(0);

@@ -44,22 +44,3 @@ export {
   readRemoteRecords,
   resolveRemoteArtifact,
 } from "./fetch/remote.js";
-export {
-  type Expectation,
-  type ExpectationJudgement,
-  type LocalProblem,
-  type LocalProblemCode,
-  type Observation,
-  LOCAL_PROBLEM_CODES,
-  judgeExpectations,
-} from "./verify/local-judge.js";
-export {
-  type LocalVerifyEvent,
-  type LocalVerifyKind,
-  type LocalVerifyOptions,
-  type LocalVerifyReport,
-  verifyArtifactDir,
-  verifyCheckpointDir,
-  verifyMaterializedDir,
-  verifyStagedDir,
-} from "./verify/local.js";

@@ -62,7 +62,7 @@ export {
 
 // --- torch.save zip + restricted unpickler + DCP metadata (src/torch, src/dcp)
 export { openTorchFile, type TorchFile, type TorchTensorEntry } from "./torch/reader.js";
-export { TorchTensor, TorchStorageRef } from "./torch/tensor-policy.js";
+export { TorchStorageRef, TorchTensor } from "./torch/torch-tensor.js";
 export { PickleDict, PickleTuple, PickleSet, PickleGlobal, PickleObject } from "./torch/pickle/values.js";
 export {
   writeTorchFile,

@@ -2,7 +2,9 @@ import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DType } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
-import { MAX_PICKLE_BYTES, refuseGlobal, type UnpicklePolicy, unpickle } from "../torch/pickle/unpickler.js";
+import { allowListGlobals } from "../torch/pickle/allow-list.js";
+import { DCP_GLOBALS } from "../torch/pickle/dcp-globals.js";
+import { MAX_PICKLE_BYTES, type UnpicklePolicy, unpickle } from "../torch/pickle/unpickler.js";
 import { PickleDict, PickleGlobal, PickleObject, PickleTuple } from "../torch/pickle/values.js";
 import { truncateForMessage } from "../torch/text.js";
 import { TORCH_DTYPE_NAMES } from "../torch/torch-types.js";
@@ -11,35 +13,6 @@ import { TORCH_DTYPE_NAMES } from "../torch/torch-types.js";
 export const DCP_METADATA_FILE = ".metadata";
 /** Dimensions of one DCP tensor (same bound as torch tensors). */
 export const MAX_DCP_TENSOR_DIMS = 64;
-
-const METADATA_MODULE = "torch.distributed.checkpoint.metadata";
-const FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem";
-/** Dataclasses DCP pickles with NEWOBJ + BUILD; their state is their field dict. */
-const DATACLASSES = new Set([
-  `${METADATA_MODULE}.Metadata`,
-  `${METADATA_MODULE}.TensorStorageMetadata`,
-  `${METADATA_MODULE}.ChunkStorageMetadata`,
-  `${METADATA_MODULE}.BytesStorageMetadata`,
-  `${METADATA_MODULE}.TensorProperties`,
-  `${METADATA_MODULE}.MetadataIndex`,
-  `${METADATA_MODULE}.StorageMeta`,
-  `${FILESYSTEM_MODULE}._StorageInfo`,
-]);
-/** Constants that appear as values (layouts, memory formats); never called. */
-const TORCH_CONSTANTS = new Set([
-  "strided",
-  "sparse_coo",
-  "contiguous_format",
-  "channels_last",
-  "preserve_format",
-]);
-
-/** Members of torch's _MEM_FORMAT_ENCODING enum (TensorProperties state). */
-const MEMORY_FORMAT_ENCODINGS = new Set([
-  "TORCH_CONTIGUOUS_FORMAT",
-  "TORCH_CHANNELS_LAST",
-  "TORCH_PRESERVE_FORMAT",
-]);
 
 /** One stored piece: which file, where, how long. */
 export interface DcpStorageInfo {
@@ -93,69 +66,16 @@ function dcpPolicy(file: string): UnpicklePolicy {
       file,
     });
   };
-  const allowed = (module: string, name: string): boolean => {
-    const q = `${module}.${name}`;
-    if (DATACLASSES.has(q) || q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING`) return true;
-    if (q === "collections.OrderedDict" || q === "torch.Size" || q === "_codecs.encode") return true;
-    if (q === "torch.serialization._get_layout") return true;
-    // Python 3.11+ pickles an Enum member as getattr(EnumClass, "NAME"); `call` only lets it read _MEM_FORMAT_ENCODING.
-    if (q === "builtins.getattr" || q === "__builtin__.getattr") return true;
-    if (module === "pathlib" && (name === "PosixPath" || name === "PurePosixPath")) return true;
-    return (
-      module === "torch" &&
-      (Object.hasOwn(TORCH_DTYPE_NAMES, name) || TORCH_CONSTANTS.has(name) || name.startsWith("complex"))
-    );
-  };
   return {
-    resolveGlobal(module, name) {
-      if (!allowed(module, name)) refuseGlobal(module, name, file, DCP_METADATA_FILE);
-      return new PickleGlobal(module, name);
-    },
-    call(callable, args) {
-      const q = callable.qualifiedName;
-      if (q === "collections.OrderedDict" && args.length === 0) return new PickleDict(true);
-      if (q === "torch.Size" && args.length === 1 && args[0] instanceof PickleTuple) return args[0];
-      if (q === `${METADATA_MODULE}._MEM_FORMAT_ENCODING` && args.length === 1)
-        return new PickleObject(callable, args);
-      if (callable.name === "getattr") {
-        const [cls, member] = args;
-        if (
-          args.length === 2 &&
-          cls instanceof PickleGlobal &&
-          cls.qualifiedName === `${METADATA_MODULE}._MEM_FORMAT_ENCODING` &&
-          typeof member === "string" &&
-          MEMORY_FORMAT_ENCODINGS.has(member)
-        ) {
-          return new PickleObject(cls, [member]);
-        }
-        return fail("PICKLE_CALL_REFUSED", "getattr is allowed only for _MEM_FORMAT_ENCODING members");
-      }
-      // torch pickles a layout as _get_layout("torch.strided"): a lookup in a fixed table, answered here.
-      if (q === "torch.serialization._get_layout" && typeof args[0] === "string" && args.length === 1) {
-        const name = args[0].replace(/^torch\./, "");
-        if (TORCH_CONSTANTS.has(name)) return new PickleGlobal("torch", name);
-      }
-      if (callable.module === "pathlib" && args.every((a) => typeof a === "string")) {
-        return args[0] === "/" ? `/${args.slice(1).join("/")}` : args.join("/");
-      }
-      if (
-        q === "_codecs.encode" &&
-        typeof args[0] === "string" &&
-        (args[1] === "latin1" || args[1] === "latin-1")
-      ) {
-        return Uint8Array.from(args[0], (c) => c.charCodeAt(0) & 0xff);
-      }
-      return fail("PICKLE_CALL_REFUSED", `${truncateForMessage(q)} cannot be called this way`);
-    },
-    newObject(cls, args) {
-      if (!DATACLASSES.has(cls.qualifiedName)) {
-        return fail(
+    ...allowListGlobals(DCP_GLOBALS, { file, what: DCP_METADATA_FILE }, fail, {
+      call: (callable) =>
+        fail(
           "PICKLE_CALL_REFUSED",
-          `NEWOBJ of ${truncateForMessage(cls.qualifiedName)} is not allowed`,
-        );
-      }
-      return new PickleObject(cls, args);
-    },
+          `${truncateForMessage(callable.qualifiedName)} cannot be called this way`,
+        ),
+      newObject: (cls) =>
+        fail("PICKLE_CALL_REFUSED", `NEWOBJ of ${truncateForMessage(cls.qualifiedName)} is not allowed`),
+    }),
     build(target, state) {
       if (target instanceof PickleObject && target.state === null) {
         target.state = state;

@@ -3,7 +3,8 @@ import { dtypeSize, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
 import { PickleDict, PickleTuple } from "./pickle/values.js";
-import { type TorchStorageRef, TorchTensor, torchPolicy } from "./tensor-policy.js";
+import { torchPolicy } from "./tensor-policy.js";
+import { type TorchStorageRef, TorchTensor } from "./torch-tensor.js";
 import { truncateForMessage } from "./text.js";
 import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.js";
 

@@ -5,7 +5,7 @@ import { openFileByteSource } from "@ckpt/manifest";
 import { beforeAll, describe, expect, test } from "vitest";
 import { PickleDict } from "../../src/torch/pickle/values.js";
 import { openTorchFile, type TorchFile } from "../../src/torch/reader.js";
-import { TorchTensor } from "../../src/torch/tensor-policy.js";
+import { TorchTensor } from "../../src/torch/torch-tensor.js";
 import { type Digest, HELPER, PYTHON_TEST_TIMEOUT, python, sha256 } from "./python.js";
 
 let dir: string;

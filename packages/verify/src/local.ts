@@ -27,7 +27,7 @@ import {
   UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
-import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./local-judge.js";
+import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./judge.js";
 
 /** What a local directory was judged as. */
 export type LocalVerifyKind = "artifact" | "stage" | "checkpoint" | "hf";
@@ -113,7 +113,7 @@ class Inspection {
   ) {}
 
   /**
-   * Reads a record when it is there: `undefined` when absent, `null` (and a RECORD_INVALID
+   * Reads a record when it is there: `undefined` when absent, `null` (and a VERIFY_RECORD_INVALID
    * problem naming its code) when it cannot be read or validated.
    */
   async record<T>(rel: string, read: (path: string) => Promise<T>): Promise<T | undefined | null> {
@@ -124,7 +124,7 @@ class Inspection {
     } catch (error) {
       if (!(error instanceof ManifestError)) throw error;
       this.problems.push({
-        code: "RECORD_INVALID",
+        code: "VERIFY_RECORD_INVALID",
         path: rel,
         record: rel,
         cause: error.code,
@@ -137,7 +137,7 @@ class Inspection {
   iterationCheck(rel: string, recorded: number, dirIteration: number | undefined): void {
     if (dirIteration !== undefined && recorded !== dirIteration) {
       this.problems.push({
-        code: "ITERATION_MISMATCH",
+        code: "VERIFY_ITERATION_MISMATCH",
         path: rel,
         record: rel,
         message: `${rel} records iteration ${recorded}, but the directory is ${basename(this.root)}`,
@@ -157,7 +157,7 @@ class Inspection {
     const marker = read.marker;
     if (marker.kind !== kind) {
       this.problems.push({
-        code: "RECORD_INVALID",
+        code: "VERIFY_RECORD_INVALID",
         path: rel,
         record: rel,
         message: `${rel} is a ${marker.kind} receipt, but this is ${kind === "artifact" ? "an artifact" : "a full checkpoint"}`,
@@ -186,7 +186,7 @@ async function inspectArtifact(
   const manifest = await ins.record(ARTIFACT_MANIFEST_FILE, readArtifactManifest);
   if (manifest === undefined) {
     ins.problems.push({
-      code: "ARTIFACT_UNCOMMITTED",
+      code: "VERIFY_ARTIFACT_UNCOMMITTED",
       path: ARTIFACT_MANIFEST_FILE,
       message: `there is no ${ARTIFACT_MANIFEST_FILE}: the artifact was never committed (its writer stopped, or is still writing)`,
     });
@@ -223,7 +223,7 @@ async function inspectArtifactComponents(ins: Inspection, manifest: ArtifactMani
     for (const entry of await listEntries(join(ins.root, c.path))) {
       if (!listed.has(entry)) {
         ins.problems.push({
-          code: "FILE_UNLISTED",
+          code: "VERIFY_FILE_UNLISTED",
           path: `${c.path}/${entry}`,
           record: ARTIFACT_MANIFEST_FILE,
           message: `${c.path}/${entry} is in the component directory but ${ARTIFACT_MANIFEST_FILE} does not list it`,
@@ -242,7 +242,7 @@ async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void
     const dir = await kindAt(join(ins.root, `${prefix}${name}`));
     if (file.kind === "file" && dir.kind === "dir") {
       ins.problems.push({
-        code: "COMPONENT_AMBIGUOUS",
+        code: "VERIFY_COMPONENT_AMBIGUOUS",
         path: `${prefix}${name}`,
         message: `${prefix}${name}.pt and ${prefix}${name}/ are both present; a loader cannot tell which one holds the ${name} state`,
       });
@@ -265,7 +265,7 @@ async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void
         );
       if (released) continue;
       ins.problems.push({
-        code: "COMPONENT_MISSING",
+        code: "VERIFY_COMPONENT_MISSING",
         path: `${prefix}${required}${required === "model" ? "" : ".pt"}`,
         message:
           required === "model"
@@ -291,7 +291,7 @@ async function inspectComponentDir(ins: Inspection, rel: string): Promise<void> 
   const shards = entries.filter((e) => e.endsWith(".pt"));
   if (shards.length === 0) {
     ins.problems.push({
-      code: "COMPONENT_MISSING",
+      code: "VERIFY_COMPONENT_MISSING",
       path: `${rel}/.metadata`,
       message: `${rel}/ has no DCP .metadata and no .pt shards: the component cannot be loaded`,
     });
@@ -311,7 +311,7 @@ async function inspectControlManifest(
     if ((await kindAt(join(ins.root, component))).kind === "dir") ins.dcpDirs.push(component);
     else {
       ins.problems.push({
-        code: "COMPONENT_MISSING",
+        code: "VERIFY_COMPONENT_MISSING",
         path: component,
         record: CONTROL_MANIFEST_FILE,
         message: `${CONTROL_MANIFEST_FILE} names the DCP component ${component}/, which is not a directory here`,
@@ -326,7 +326,7 @@ async function inspectControlManifest(
     (await kindAt(join(ins.root, control.validation_publication))).kind !== "file"
   ) {
     ins.problems.push({
-      code: "FILE_MISSING",
+      code: "VERIFY_FILE_MISSING",
       path: control.validation_publication,
       record: CONTROL_MANIFEST_FILE,
       message: `${CONTROL_MANIFEST_FILE} references ${control.validation_publication}, which is missing`,
@@ -498,7 +498,7 @@ export async function verifyStagedDir(
   const staged = await ins.record(STAGED_RECORD_FILE, readStagedRecord);
   if (staged === undefined) {
     ins.problems.push({
-      code: "RECORD_INVALID",
+      code: "VERIFY_RECORD_INVALID",
       path: STAGED_RECORD_FILE,
       record: STAGED_RECORD_FILE,
       cause: "RECORD_NOT_FOUND",
@@ -509,7 +509,7 @@ export async function verifyStagedDir(
     ins.iterationCheck(STAGED_RECORD_FILE, staged.iteration, dirIteration);
     if (!staged.complete) {
       ins.problems.push({
-        code: "STAGE_INCOMPLETE",
+        code: "VERIFY_STAGE_INCOMPLETE",
         path: STAGED_RECORD_FILE,
         record: STAGED_RECORD_FILE,
         message: `${STAGED_RECORD_FILE} says the fetch did not complete; run the same ckpt artifact fetch again to finish it`,
@@ -520,7 +520,7 @@ export async function verifyStagedDir(
     const entry = staged.files.find((f) => f.path === ARTIFACT_MANIFEST_FILE);
     if (entry?.sha256 !== staged.source.manifest_sha256) {
       ins.problems.push({
-        code: "STAGE_SOURCE_MISMATCH",
+        code: "VERIFY_STAGE_SOURCE_MISMATCH",
         path: ARTIFACT_MANIFEST_FILE,
         record: STAGED_RECORD_FILE,
         message: `${STAGED_RECORD_FILE} names source manifest ${staged.source.manifest_sha256} but stages ${entry === undefined ? "no manifest" : `a manifest with sha256 ${entry.sha256}`}`,
@@ -552,7 +552,7 @@ export async function verifyCheckpointDir(
     for (const role of roles) {
       if ((await kindAt(join(dir, role))).kind !== "dir") {
         ins.problems.push({
-          code: "COMPONENT_MISSING",
+          code: "VERIFY_COMPONENT_MISSING",
           path: role,
           record: MULTI_ROLE_SUCCESS_FILE,
           message: `${MULTI_ROLE_SUCCESS_FILE} commits the role ${role}, but ${role}/ is not a directory here`,

@@ -8,22 +8,28 @@ import {
   serializeMultiRoleSuccess,
   serializeStagedRecord,
   serializeUploadedMarker,
+  STAGED_RECORD_FILE,
+  STAGED_RECORD_SCHEMA,
 } from "@ckpt/manifest";
-import { createMemoryStore } from "@ckpt/object-store";
 import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
-  fetchArtifact,
   judgeExpectations,
   verifyArtifactDir,
   verifyCheckpointDir,
   verifyMaterializedDir,
   verifyStagedDir,
 } from "../src/index.js";
-import { makeArtifact, putArchive, receiptFor, sha, type TestArtifact, text } from "./helpers/archive.js";
+// The archive-reader's artifact builder and DCP fixture: the same artifacts its fetch and receipt tests use.
+import {
+  makeArtifact,
+  receiptFor,
+  sha,
+  type TestArtifact,
+} from "../../archive-reader/test/helpers/archive.js";
 
-const FIXTURE = join(import.meta.dirname, "fixtures", "dcp-p2");
+const FIXTURE = join(import.meta.dirname, "..", "..", "archive-reader", "test", "fixtures", "dcp-p2");
 const DESTINATION = {
   scheme: "s3",
   endpoint: "s3.example.com",
@@ -95,7 +101,7 @@ describe("verifyArtifactDir", () => {
     expect(report.hashedBytes).toBe(model.length + trainer.length);
   });
 
-  it("a flipped byte is a DIGEST_MISMATCH, a truncated payload a SIZE_MISMATCH and an unreadable file, naming the record", async () => {
+  it("a flipped byte is a VERIFY_DIGEST_MISMATCH, a truncated payload a VERIFY_SIZE_MISMATCH and an unreadable file, naming the record", async () => {
     const dir = await artifactDir(makeArtifact({ model, trainer }));
     // Inside the tensor's data (the float 7.0), so the zip and pickle still read.
     await flipByte(
@@ -106,26 +112,26 @@ describe("verifyArtifactDir", () => {
     const report = await verifyArtifactDir(dir);
     expect(report.ok).toBe(false);
     expect(codes(report)).toEqual([
-      "DIGEST_MISMATCH trainer.pt",
       "FILE_UNREADABLE model.pt",
-      "SIZE_MISMATCH model.pt",
+      "VERIFY_DIGEST_MISMATCH trainer.pt",
+      "VERIFY_SIZE_MISMATCH model.pt",
     ]);
-    expect(report.problems.find((p) => p.code === "DIGEST_MISMATCH")).toMatchObject({
+    expect(report.problems.find((p) => p.code === "VERIFY_DIGEST_MISMATCH")).toMatchObject({
       record: ARTIFACT_MANIFEST_FILE,
     });
   });
 
-  it("a missing payload is FILE_MISSING, unless the receipt records it: then it was released after archiving", async () => {
+  it("a missing payload is VERIFY_FILE_MISSING, unless the receipt records it: then it was released after archiving", async () => {
     const artifact = makeArtifact({ model, trainer });
     const dir = await artifactDir(artifact);
     await rm(join(dir, "model.pt"));
-    expect(codes(await verifyArtifactDir(dir))).toEqual(["FILE_MISSING model.pt"]);
+    expect(codes(await verifyArtifactDir(dir))).toEqual(["VERIFY_FILE_MISSING model.pt"]);
     await writeFile(join(dir, ".uploaded"), receiptFor(artifact, DESTINATION));
     const released = await verifyArtifactDir(dir);
     expect(released).toMatchObject({ ok: true, released: ["model.pt"], archive: DESTINATION });
     // The receipt is checked too: a local file it records differently is a problem.
     await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
-    expect(codes(await verifyArtifactDir(dir))).toEqual(["DIGEST_MISMATCH trainer.pt"]);
+    expect(codes(await verifyArtifactDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
   });
 
   it("DCP components: an unlisted shard, a short shard (size and DCP length) are named", async () => {
@@ -135,25 +141,27 @@ describe("verifyArtifactDir", () => {
     await truncate(join(dir, "model", "__0_0.distcp"), 100);
     expect(codes(await verifyArtifactDir(dir))).toEqual([
       "DCP_FILE_SHORT model/__0_0.distcp",
-      "FILE_UNLISTED model/__2_0.distcp",
-      "SIZE_MISMATCH model/__0_0.distcp",
+      "VERIFY_FILE_UNLISTED model/__2_0.distcp",
+      "VERIFY_SIZE_MISMATCH model/__0_0.distcp",
     ]);
   });
 
-  it("no manifest is an unfinished artifact; an unreadable one is RECORD_INVALID with its code; another iteration is named", async () => {
+  it("no manifest is an unfinished artifact; an unreadable one is VERIFY_RECORD_INVALID with its code; another iteration is named", async () => {
     const artifact = makeArtifact({ model });
     const dir = await artifactDir(artifact);
     await rm(join(dir, ARTIFACT_MANIFEST_FILE));
-    expect(codes(await verifyArtifactDir(dir))).toEqual([`ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST_FILE}`]);
+    expect(codes(await verifyArtifactDir(dir))).toEqual([
+      `VERIFY_ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST_FILE}`,
+    ]);
     await writeFile(join(dir, ARTIFACT_MANIFEST_FILE), '{"schema": ');
     const invalid = await verifyArtifactDir(dir);
     expect(invalid.problems).toEqual([
-      expect.objectContaining({ code: "RECORD_INVALID", cause: "JSON_TRUNCATED" }),
+      expect.objectContaining({ code: "VERIFY_RECORD_INVALID", cause: "JSON_TRUNCATED" }),
     ]);
     const elsewhere = join(await testdir(), "iter_000000400");
     await writeFiles(elsewhere, artifact.files);
     expect(codes(await verifyArtifactDir(elsewhere))).toEqual([
-      `ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+      `VERIFY_ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
     ]);
   });
 
@@ -176,16 +184,28 @@ function torchBytesSameSize(b: Uint8Array): Uint8Array {
 }
 
 describe("verifyStagedDir", () => {
+  /** A stage as `fetchArtifact` leaves it: the payloads and the manifest, `.staged.json` completed. */
   async function staged(): Promise<{ dir: string; artifact: TestArtifact }> {
-    const store = createMemoryStore({ prefix: `verify-${Math.random().toString(16).slice(2)}` });
-    const artifact = makeArtifact({
-      model,
-      trainer,
-      extras: new Map([[".merge-complete.json", text("{}\n")]]),
+    const artifact = makeArtifact({ model, trainer });
+    const dir = join(await testdir(), "iter_000000300");
+    const files = new Map(
+      [...artifact.payloads, ARTIFACT_MANIFEST_FILE].map((p) => [p, artifact.files.get(p)!]),
+    );
+    await writeFiles(dir, files);
+    const record = serializeStagedRecord({
+      schema: STAGED_RECORD_SCHEMA,
+      source: {
+        uri: `s3://${DESTINATION.bucket}/${DESTINATION.prefix}`,
+        destination: DESTINATION,
+        manifest_sha256: sha(artifact.manifestBytes),
+        declaration_sha256: sha(artifact.declarationBytes),
+      },
+      iteration: artifact.iteration,
+      files: [...files].map(([path, b]) => ({ path, size: b.length, sha256: sha(b) })),
+      complete: true,
     });
-    await putArchive(store, artifact);
-    const report = await fetchArtifact(store, await testdir());
-    return { dir: report.stagedDir, artifact };
+    await writeFile(join(dir, STAGED_RECORD_FILE), record);
+    return { dir, artifact };
   }
 
   it("a finished fetch is sound; a staged file changed afterwards is named against .staged.json", async () => {
@@ -193,20 +213,22 @@ describe("verifyStagedDir", () => {
     expect(await verifyStagedDir(dir)).toMatchObject({ kind: "stage", ok: true, iteration: 300 });
     await flipByte(join(dir, "model.pt"), 40);
     const report = await verifyStagedDir(dir);
-    expect(codes(report)).toEqual(["DIGEST_MISMATCH model.pt"]);
+    expect(codes(report)).toEqual(["VERIFY_DIGEST_MISMATCH model.pt"]);
     expect(report.problems[0]).toMatchObject({ record: ".staged.json" });
   });
 
-  it("an interrupted fetch is STAGE_INCOMPLETE; a record whose source is not the staged manifest is STAGE_SOURCE_MISMATCH", async () => {
+  it("an interrupted fetch is VERIFY_STAGE_INCOMPLETE; a record whose source is not the staged manifest is VERIFY_STAGE_SOURCE_MISMATCH", async () => {
     const { dir } = await staged();
     const record = await readStagedRecord(join(dir, ".staged.json"));
     await writeFile(join(dir, ".staged.json"), serializeStagedRecord({ ...record, complete: false }));
-    expect(codes(await verifyStagedDir(dir))).toEqual(["STAGE_INCOMPLETE .staged.json"]);
+    expect(codes(await verifyStagedDir(dir))).toEqual(["VERIFY_STAGE_INCOMPLETE .staged.json"]);
     await writeFile(
       join(dir, ".staged.json"),
       serializeStagedRecord({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
     );
-    expect(codes(await verifyStagedDir(dir))).toEqual([`STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST_FILE}`]);
+    expect(codes(await verifyStagedDir(dir))).toEqual([
+      `VERIFY_STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+    ]);
   });
 });
 
@@ -225,9 +247,9 @@ describe("verifyCheckpointDir", () => {
     expect(report).toMatchObject({ kind: "checkpoint", iteration: 100, ok: true, problems: [], notes: [] });
   });
 
-  it("without trainer.pt it is COMPONENT_MISSING; without optimizer state only a note (not resumable)", async () => {
+  it("without trainer.pt it is VERIFY_COMPONENT_MISSING; without optimizer state only a note (not resumable)", async () => {
     expect(codes(await verifyCheckpointDir(await checkpoint({ trainer: false })))).toEqual([
-      "COMPONENT_MISSING trainer.pt",
+      "VERIFY_COMPONENT_MISSING trainer.pt",
     ]);
     const modelOnly = await verifyCheckpointDir(await checkpoint({ optim: false }));
     expect(modelOnly.ok).toBe(true);
@@ -240,10 +262,10 @@ describe("verifyCheckpointDir", () => {
     await writeFile(join(dir, "trainer.pt"), "not a zip");
     await mkdir(join(dir, "model"));
     expect(codes(await verifyCheckpointDir(dir))).toEqual([
-      "COMPONENT_AMBIGUOUS model",
-      "COMPONENT_MISSING model",
       "DCP_FILE_SHORT optim/__1_0.distcp",
       "FILE_UNREADABLE trainer.pt",
+      "VERIFY_COMPONENT_AMBIGUOUS model",
+      "VERIFY_COMPONENT_MISSING model",
     ]);
   });
 
@@ -264,7 +286,7 @@ describe("verifyCheckpointDir", () => {
     const report = await verifyCheckpointDir(dir);
     expect(report).toMatchObject({ ok: true, released: ["optim.pt"], sizeOnly: ["model.pt"] });
     await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
-    expect(codes(await verifyCheckpointDir(dir))).toEqual(["DIGEST_MISMATCH trainer.pt"]);
+    expect(codes(await verifyCheckpointDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
   });
 
   it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
@@ -284,9 +306,9 @@ describe("verifyCheckpointDir", () => {
     );
     const report = await verifyCheckpointDir(dir);
     expect(report.roles).toEqual(["critic", "policy"]);
-    expect(codes(report)).toEqual(["COMPONENT_MISSING critic"]);
+    expect(codes(report)).toEqual(["VERIFY_COMPONENT_MISSING critic"]);
     await writeFiles(dir, new Map([["critic/model.pt", model]]));
-    expect(codes(await verifyCheckpointDir(dir))).toEqual(["COMPONENT_MISSING critic/trainer.pt"]);
+    expect(codes(await verifyCheckpointDir(dir))).toEqual(["VERIFY_COMPONENT_MISSING critic/trainer.pt"]);
   });
 
   it("a copied direct object-store checkpoint: control files by digest, DCP components by their .metadata", async () => {
@@ -318,7 +340,7 @@ describe("verifyCheckpointDir", () => {
     await rm(join(dir, "optim", "__0_0.distcp"));
     expect(codes(await verifyCheckpointDir(dir))).toEqual([
       `DCP_FILE_MISSING optim/__0_0.distcp`,
-      `DIGEST_MISMATCH .posttrain/generations/${generation}/trainer.pt`,
+      `VERIFY_DIGEST_MISMATCH .posttrain/generations/${generation}/trainer.pt`,
     ]);
   });
 });
@@ -337,8 +359,8 @@ describe("judgeExpectations", () => {
     const judged = judgeExpectations(expectations, new Map(), receipt, ".uploaded");
     expect(judged.released).toEqual(["a"]);
     expect(judged.problems.map((p) => [p.code, p.path])).toEqual([
-      ["FILE_MISSING", "b"],
-      ["FILE_MISSING", "c"],
+      ["VERIFY_FILE_MISSING", "b"],
+      ["VERIFY_FILE_MISSING", "c"],
     ]);
     expect(judged.problems[0]!.message).toContain("the receipt records other bytes");
   });
@@ -385,7 +407,7 @@ describe("verifyMaterializedDir", () => {
     await flipByte(shard, (await stat(shard)).size - 2); // inside the last float
 
     expect(codes(await verifyMaterializedDir(dir))).toEqual([
-      "DIGEST_MISMATCH model-00002-of-00002.safetensors",
+      "VERIFY_DIGEST_MISMATCH model-00002-of-00002.safetensors",
     ]);
     const dirty = await hfDir([1, Number.POSITIVE_INFINITY, 3]);
     const report = await verifyMaterializedDir(dirty, { finite: true });

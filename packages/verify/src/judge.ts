@@ -6,29 +6,29 @@ import type { TensorProblemCode } from "@ckpt/tensors";
  */
 export const LOCAL_PROBLEM_CODES = [
   /** A file a record describes is not there (and no receipt says it was released after archiving). */
-  "FILE_MISSING",
+  "VERIFY_FILE_MISSING",
   /** Something other than a regular file is where a record describes one. */
-  "FILE_NOT_REGULAR",
+  "VERIFY_FILE_NOT_REGULAR",
   /** The file's size differs from the record's. */
-  "SIZE_MISMATCH",
+  "VERIFY_SIZE_MISMATCH",
   /** The file's SHA-256 differs from the record's. */
-  "DIGEST_MISMATCH",
+  "VERIFY_DIGEST_MISMATCH",
   /** A file inside a component directory that the artifact manifest does not list. */
-  "FILE_UNLISTED",
+  "VERIFY_FILE_UNLISTED",
   /** A ckpt record (manifest, receipt, fetch record, control manifest, _SUCCESS, ...) cannot be read or validated. */
-  "RECORD_INVALID",
+  "VERIFY_RECORD_INVALID",
   /** A record names another iteration than its `iter_*` directory. */
-  "ITERATION_MISMATCH",
+  "VERIFY_ITERATION_MISMATCH",
   /** A `checkpoint_artifacts/iter_*` directory without its native manifest: an unfinished artifact. */
-  "ARTIFACT_UNCOMMITTED",
+  "VERIFY_ARTIFACT_UNCOMMITTED",
   /** A fetch record with `complete: false`: the staging was interrupted. */
-  "STAGE_INCOMPLETE",
+  "VERIFY_STAGE_INCOMPLETE",
   /** The staged manifest is not the one the fetch record names as its source. */
-  "STAGE_SOURCE_MISMATCH",
+  "VERIFY_STAGE_SOURCE_MISMATCH",
   /** A full checkpoint lacks a component it needs (weights, trainer state, a role, a DCP directory). */
-  "COMPONENT_MISSING",
+  "VERIFY_COMPONENT_MISSING",
   /** A component is present both as `<name>.pt` and as `<name>/`. */
-  "COMPONENT_AMBIGUOUS",
+  "VERIFY_COMPONENT_AMBIGUOUS",
 ] as const;
 
 export type LocalProblemCode = (typeof LOCAL_PROBLEM_CODES)[number];
@@ -103,7 +103,7 @@ export function judgeExpectations(
       if (covered) released.add(e.path);
       else {
         add({
-          code: "FILE_MISSING",
+          code: "VERIFY_FILE_MISSING",
           path: e.path,
           record: e.record,
           message: `${e.path} is missing; ${e.record} records it (${e.size} bytes)${archived === undefined ? "" : `, and the receipt records other bytes`}`,
@@ -113,7 +113,7 @@ export function judgeExpectations(
     }
     if (o.kind !== "file") {
       add({
-        code: "FILE_NOT_REGULAR",
+        code: "VERIFY_FILE_NOT_REGULAR",
         path: e.path,
         record: e.record,
         message: `${e.path} is a ${o.kind === "dir" ? "directory" : "special file or link"}; ${e.record} records a file`,
@@ -122,7 +122,7 @@ export function judgeExpectations(
     }
     if (o.size !== e.size) {
       add({
-        code: "SIZE_MISMATCH",
+        code: "VERIFY_SIZE_MISMATCH",
         path: e.path,
         record: e.record,
         message: `${e.path} is ${o.size} bytes; ${e.record} records ${e.size}`,
@@ -135,7 +135,7 @@ export function judgeExpectations(
     }
     if (o.sha256 !== undefined && o.sha256 !== e.sha256) {
       add({
-        code: "DIGEST_MISMATCH",
+        code: "VERIFY_DIGEST_MISMATCH",
         path: e.path,
         record: e.record,
         message: `${e.path} has sha256 ${o.sha256}; ${e.record} records ${e.sha256}`,

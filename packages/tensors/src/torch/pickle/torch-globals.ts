@@ -1,0 +1,140 @@
+import { type DType, dtypeSize } from "../../dtypes.js";
+import { truncateForMessage } from "../text.js";
+import { TorchStorageRef, TorchTensor } from "../torch-tensor.js";
+import { STORAGE_CLASS_DTYPES, TORCH_DTYPE_NAMES } from "../torch-types.js";
+import { type AllowList, type GlobalHandler, type Refuse, VALUE } from "./allow-list.js";
+import { PickleDict, type PickleGlobal, PickleTuple } from "./values.js";
+
+/** Dimensions of one tensor: torch itself caps at 64 (c10 SmallVector sizes, MAX_DIMS in TensorIterator is 25). */
+export const MAX_TENSOR_DIMS = 64;
+
+function isIndex(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+function intTuple(value: unknown, label: string, fail: Refuse): number[] {
+  if (!(value instanceof PickleTuple)) return fail("TORCH_BAD_TENSOR", `${label} is not a tuple`);
+  if (value.items.length > MAX_TENSOR_DIMS) {
+    return fail("TORCH_BAD_TENSOR", `${label} has ${value.items.length} dimensions; max ${MAX_TENSOR_DIMS}`);
+  }
+  return value.items.map((item) => {
+    if (typeof item === "number" && Number.isSafeInteger(item) && item < 0 && label === "stride") {
+      return fail("TORCH_NEGATIVE_STRIDE", `stride ${item} is negative`);
+    }
+    if (!isIndex(item)) return fail("TORCH_BAD_TENSOR", `${label} holds ${truncateForMessage(String(item))}`);
+    return item;
+  });
+}
+
+/** `_rebuild_tensor[_v2](storage, offset, size, stride, requires_grad, ...)`: a view that must lie inside its storage. */
+function rebuildTensor(args: readonly unknown[], _global: PickleGlobal, fail: Refuse): TorchTensor {
+  if (args.length < 4) return fail("TORCH_BAD_TENSOR", `_rebuild_tensor_v2 with ${args.length} arguments`);
+  const [storage, offset, sizeArg, strideArg, requiresGrad] = args;
+  if (!(storage instanceof TorchStorageRef))
+    return fail("TORCH_BAD_TENSOR", "tensor storage is not a persistent storage");
+  if (!isIndex(offset)) return fail("TORCH_BAD_TENSOR", "storage offset is not a non-negative integer");
+  const shape = intTuple(sizeArg, "size", fail);
+  const stride = intTuple(strideArg, "stride", fail);
+  if (shape.length !== stride.length) {
+    return fail("TORCH_BAD_TENSOR", `size has ${shape.length} dimensions and stride ${stride.length}`);
+  }
+  let numel = 1;
+  let last = offset;
+  for (let d = 0; d < shape.length; d++) {
+    numel *= shape[d]!;
+    last += (shape[d]! - 1) * stride[d]!;
+  }
+  if (
+    !Number.isSafeInteger(numel) ||
+    !Number.isSafeInteger(last) ||
+    numel * dtypeSize(storage.dtype) > Number.MAX_SAFE_INTEGER
+  ) {
+    return fail("TORCH_BAD_TENSOR", "tensor extent is past 2^53");
+  }
+  if (numel > 0 ? last >= storage.numel : offset > storage.numel) {
+    return fail(
+      "TORCH_TENSOR_OUT_OF_STORAGE",
+      `tensor of shape [${shape}] stride [${stride}] at offset ${offset} needs more than the ${storage.numel} elements of storage ${truncateForMessage(storage.key)}`,
+    );
+  }
+  return new TorchTensor(storage, offset, shape, stride, requiresGrad === true, false);
+}
+
+/** `_rebuild_parameter[_with_state](data, requires_grad, ...)`: the tensor, marked as a parameter. */
+function rebuildParameter(args: readonly unknown[], _global: PickleGlobal, fail: Refuse): TorchTensor {
+  const [data, requiresGrad] = args;
+  if (!(data instanceof TorchTensor)) return fail("TORCH_BAD_TENSOR", "_rebuild_parameter of a non-tensor");
+  return new TorchTensor(
+    data.storage,
+    data.storageOffset,
+    data.shape,
+    data.stride,
+    requiresGrad === true,
+    true,
+  );
+}
+
+/** `collections.OrderedDict()`: an empty ordered dict (SETITEMS fills it). */
+const ORDERED_DICT: GlobalHandler = {
+  call: (args, _global, fail) =>
+    args.length === 0
+      ? new PickleDict(true)
+      : fail("PICKLE_CALL_REFUSED", "OrderedDict called with arguments"),
+};
+
+/** `torch.Size((d0, d1, ...))`: the tuple itself. */
+const TORCH_SIZE: GlobalHandler = {
+  call: (args, _global, fail) =>
+    args.length === 1 && args[0] instanceof PickleTuple
+      ? args[0]
+      : fail("PICKLE_CALL_REFUSED", "torch.Size called without one tuple"),
+};
+
+/** The storage element type a storage class or dtype global names, if any. */
+export function storageDtype(global: PickleGlobal): DType | undefined {
+  if (global.module === "torch" && Object.hasOwn(STORAGE_CLASS_DTYPES, global.name)) {
+    return STORAGE_CLASS_DTYPES[global.name];
+  }
+  if (global.module === "torch" && Object.hasOwn(TORCH_DTYPE_NAMES, global.name))
+    return TORCH_DTYPE_NAMES[global.name];
+  if (global.name === "UntypedStorage" && (global.module === "torch" || global.module === "torch.storage"))
+    return "U8";
+  return undefined;
+}
+
+/**
+ * The torch.save (`data.pkl`) allow-list, as torch.load(weights_only=True) has it: plain
+ * containers, tensor and parameter rebuild functions, storage types and dtypes. Nothing else.
+ */
+export const TORCH_GLOBALS: AllowList = new Map<string, GlobalHandler>([
+  ["collections.OrderedDict", ORDERED_DICT],
+  ["torch.Size", TORCH_SIZE],
+  [
+    "_codecs.encode",
+    {
+      // protocol-2 pickles write bytes as _codecs.encode(text, "latin1")
+      call: (args, _global, fail) => {
+        const [text, encoding] = args;
+        if (typeof text !== "string" || (encoding !== "latin1" && encoding !== "latin-1")) {
+          return fail("PICKLE_CALL_REFUSED", "_codecs.encode is allowed only for latin1 text");
+        }
+        const out = new Uint8Array(text.length);
+        for (let i = 0; i < text.length; i++) {
+          const code = text.charCodeAt(i);
+          if (code > 0xff) return fail("PICKLE_CALL_REFUSED", "_codecs.encode of non-latin1 text");
+          out[i] = code;
+        }
+        return out;
+      },
+    },
+  ],
+  ["torch._utils._rebuild_tensor_v2", { call: rebuildTensor }],
+  ["torch._utils._rebuild_tensor", { call: rebuildTensor }],
+  ["torch._utils._rebuild_parameter", { call: rebuildParameter }],
+  ["torch._utils._rebuild_parameter_with_state", { call: rebuildParameter }],
+  // Storage types and dtypes are named by persistent ids; they are values, never called.
+  ...Object.keys(STORAGE_CLASS_DTYPES).map((name) => [`torch.${name}`, VALUE] as const),
+  ...Object.keys(TORCH_DTYPE_NAMES).map((name) => [`torch.${name}`, VALUE] as const),
+  ["torch.UntypedStorage", VALUE],
+  ["torch.storage.UntypedStorage", VALUE],
+]);
