@@ -34,6 +34,7 @@ function pause(ms: number, signal: AbortSignal | undefined, subject: string): Pr
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
 async function hashPrefix(path: string, length: number, hash: Hash): Promise<void> {
   if (length === 0) return;
   for await (const chunk of createReadStream(path, { start: 0, end: length - 1 }))
