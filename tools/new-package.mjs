@@ -39,6 +39,7 @@ const pkg = {
   scripts: {
     build: "tsup",
     test: "vitest run",
+    "test:unit": "vitest run --mode unit",
     typecheck: "tsc --noEmit -p tsconfig.json",
     lint: "biome check .",
   },
