@@ -6,14 +6,15 @@ import { join, relative, sep } from "node:path";
 /** package name (without @ckpt/) -> the @ckpt packages it may import. Apps may import any package. */
 export const ALLOWED_EDGES = {
   errors: [],
+  progress: [],
   manifest: ["errors"],
-  "object-store": ["errors"],
+  "object-store": ["errors", "progress"],
   tensors: ["errors", "manifest"],
-  "archive-reader": ["errors", "manifest", "object-store", "tensors"],
-  "archive-publisher": ["errors", "manifest", "object-store", "tensors", "archive-reader"],
+  "archive-reader": ["errors", "progress", "manifest", "object-store", "tensors"],
+  "archive-publisher": ["errors", "progress", "manifest", "object-store", "tensors", "archive-reader"],
   retention: ["errors", "manifest", "object-store", "archive-reader"],
-  merge: ["errors", "manifest", "tensors", "archive-reader"],
-  "hf-conversion": ["errors", "manifest", "object-store", "tensors", "archive-reader"],
+  merge: ["errors", "progress", "manifest", "tensors", "archive-reader"],
+  "hf-conversion": ["errors", "progress", "manifest", "object-store", "tensors", "archive-reader"],
   verify: ["errors", "manifest", "tensors", "hf-conversion"],
   "trainer-checkpoint-manager": [
     "errors",

@@ -1,3 +1,4 @@
+import { drain, type LongOperation } from "@ckpt/progress";
 import type { CliIo } from "./io.js";
 import { formatBytes } from "./render.js";
 
@@ -39,4 +40,20 @@ export function createProgress(
       drawn = false;
     },
   };
+}
+
+/**
+ * Runs a long operation to its report, handing each event to `onEvent`; the progress lines are
+ * cleared however it ends.
+ */
+export async function drainWithProgress<Event, Report>(
+  operation: LongOperation<Event, Report>,
+  lines: readonly Progress[],
+  onEvent: (event: Event) => void,
+): Promise<Report> {
+  try {
+    return await drain(operation, onEvent);
+  } finally {
+    for (const line of lines) line.finish();
+  }
 }

@@ -15,8 +15,8 @@ import {
   serializeArtifactManifest,
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
-import { drain, withEvents } from "./internal/channel.js";
 import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./internal/local.js";
+import { drain, withEvents } from "@ckpt/progress";
 
 export interface CommitArtifactOptions {
   /** Must equal the iteration in the directory name when given. */
@@ -201,8 +201,9 @@ export async function* commitArtifactIter(
 
   const fileComponents = components.filter((c) => c.kind === "file").map((c) => join(root, c.path));
   const dirComponents = components.filter((c) => c.kind === "dir").map((c) => join(root, c.path));
-  const digests = yield* withEvents<CommitEvent, Awaited<ReturnType<typeof hashLocal>>>((emit) =>
-    hashLocal({ files: fileComponents, dirs: dirComponents }, emit, options.signal),
+  const digests = yield* withEvents<CommitEvent, Awaited<ReturnType<typeof hashLocal>>>(
+    (emit, signal) => hashLocal({ files: fileComponents, dirs: dirComponents }, emit, signal),
+    options.signal,
   );
   const physical: PhysicalComponent[] = components.map((c): PhysicalComponent => {
     const absolute = join(root, c.path);

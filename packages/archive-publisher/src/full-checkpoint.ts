@@ -14,10 +14,10 @@ import {
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
-import { drain, withEvents } from "./internal/channel.js";
 import { iterDirOf } from "./internal/local.js";
 import { DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
 import { listSizes } from "./internal/remote.js";
+import { drain, withEvents } from "@ckpt/progress";
 
 export interface UploadFullCheckpointOptions {
   /** Which files (relative paths) to hash; their receipt entries then carry a digest. Default: none. */
@@ -219,8 +219,9 @@ export function uploadFullCheckpointIter(
   store: ObjectStore,
   options: UploadFullCheckpointOptions = {},
 ): AsyncGenerator<FullCheckpointEvent, FullCheckpointReport> {
-  return withEvents<FullCheckpointEvent, FullCheckpointReport>((emit) =>
-    runUpload(iterDir, store, options, emit),
+  return withEvents<FullCheckpointEvent, FullCheckpointReport>(
+    (emit, signal) => runUpload(iterDir, store, { ...options, signal }, emit),
+    options.signal,
   );
 }
 

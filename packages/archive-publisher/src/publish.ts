@@ -18,7 +18,6 @@ import {
 } from "@ckpt/manifest";
 import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
-import { drain, withEvents } from "./internal/channel.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
 import { DEFAULT_HEAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
@@ -40,6 +39,7 @@ import {
   planPublish,
   type RemoteState,
 } from "./plan.js";
+import { drain, withEvents } from "@ckpt/progress";
 
 export interface PublishOptions {
   /** After the archive is verified, release the manifest's payload components locally. */
@@ -560,7 +560,10 @@ export function publishArtifactIter(
   store: ObjectStore,
   options: PublishOptions = {},
 ): AsyncGenerator<PublishEvent, PublishReport> {
-  return withEvents<PublishEvent, PublishReport>((emit) => runPublish(artifactDir, store, options, emit));
+  return withEvents<PublishEvent, PublishReport>(
+    (emit, signal) => runPublish(artifactDir, store, { ...options, signal }, emit),
+    options.signal,
+  );
 }
 
 /** {@link publishArtifactIter} without the events. */

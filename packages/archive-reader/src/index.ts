@@ -17,14 +17,8 @@ export {
   readReceipt,
   verifyReceipt,
 } from "./verify/receipt.js";
-export {
-  type FetchedFile,
-  type FetchEvent,
-  type FetchOptions,
-  type FetchReport,
-  fetchArtifact,
-  fetchArtifactIter,
-} from "./fetch/fetch.js";
+export { fetchArtifact, fetchArtifactIter } from "./fetch/fetch.js";
+export type { FetchedFile, FetchEvent, FetchOptions, FetchReport } from "./fetch/types.js";
 export {
   type FetchPlan,
   type FetchTarget,

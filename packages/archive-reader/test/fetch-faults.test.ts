@@ -2,9 +2,10 @@ import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import { readStagedRecord } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryStore } from "@ckpt/object-store";
+import { drain } from "@ckpt/progress";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type FetchReport, fetchArtifact, fetchArtifactIter } from "../src/index.js";
+import { fetchArtifact, fetchArtifactIter } from "../src/index.js";
 import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
 
 const PREFIX = "proj/g/run/20260901120000/checkpoint_artifacts/iter_000000300";
@@ -25,11 +26,9 @@ describe("fetch under faults (memory store)", () => {
     store.inject({ type: "truncateGet", key: "model.pt", nth: 1, bytes: 1000 });
     store.inject({ type: "truncateGet", key: "model.pt", nth: 2, bytes: 1500 });
     const resumes: Array<{ from: number; attempt: number }> = [];
-    let report: FetchReport | undefined;
-    for await (const event of fetchArtifactIter(store, root, { resumeDelayMs: () => 0 })) {
+    const report = await drain(fetchArtifactIter(store, root, { resumeDelayMs: () => 0 }), (event) => {
       if (event.type === "resume") resumes.push({ from: event.from, attempt: event.attempt });
-      if (event.type === "done") report = event.report;
-    }
+    });
     expect(resumes).toEqual([
       { from: 1000, attempt: 1 },
       { from: 2500, attempt: 1 },

@@ -41,7 +41,10 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     const root = await dst();
     const events: FetchEvent[] = [];
     const manifestPresent: boolean[] = [];
-    for await (const event of fetchArtifactIter(store, root, { progressBytes: 0 })) {
+    const fetching = fetchArtifactIter(store, root, { progressBytes: 0 });
+    let step = await fetching.next();
+    for (; !step.done; step = await fetching.next()) {
+      const event = step.value;
       events.push(event);
       if (event.type === "file-done") {
         const at = join(root, "iter_000000300", ".posttrain-checkpoint-artifact.json");
@@ -53,7 +56,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
         );
       }
     }
-    const report = (events.at(-1) as Extract<FetchEvent, { type: "done" }>).report;
+    const report = step.value;
     const stagedDir = join(root, "iter_000000300");
     expect(report).toMatchObject({
       stagedDir,

@@ -16,6 +16,7 @@ import {
   validateMergeComplete,
   writeFileAtomic,
 } from "@ckpt/manifest";
+import { drain, type LongOperation, withEvents } from "@ckpt/progress";
 import { openTorchFile, type TorchTensorDesc, writeTorchFile } from "@ckpt/tensors";
 import {
   checkIntact,
@@ -28,7 +29,6 @@ import {
 } from "./decide.js";
 import { buildDiagnostics, serializeDiagnostics } from "./diagnostics.js";
 import { MergeError } from "./errors.js";
-import { EventChannel } from "./internal/channel.js";
 import { assertInputsUnchanged, digestInputs, type InputDigests } from "./internal/identity.js";
 import { EXPERT_STATE_KEY, openBase, openExpert, type TensorInput } from "./internal/inputs.js";
 import { emptyStats, MergeKernel } from "./internal/kernel.js";
@@ -80,8 +80,7 @@ export type MergeEvent =
       readonly totalBytes: number;
       readonly tensor: string;
     }
-  | { readonly type: "phase"; readonly phase: "hash-inputs" | "verify" | "commit" }
-  | { readonly type: "done"; readonly report: MergeReport };
+  | { readonly type: "phase"; readonly phase: "hash-inputs" | "verify" | "commit" };
 
 /** The outcome of a merge, for the CLI's JSON report. */
 export interface MergeReport {
@@ -486,22 +485,15 @@ async function executeLocked(ctx: Context): Promise<MergeReport> {
 }
 
 /**
- * Merges experts into `<...>/iter_<n>/model.pt` as an event stream (see {@link mergeExperts}).
- * The last event is `done` with the report; a refusal or failure is thrown.
+ * Merges experts into `<...>/iter_<n>/model.pt` as a long operation (see {@link mergeExperts}):
+ * progress events, then the report as the return value; a refusal or failure is thrown. Leaving
+ * the loop early aborts the merge.
  */
-export async function* mergeExpertsIter(
+export function mergeExpertsIter(
   options: MergeOptions,
   run: MergeRunOptions = {},
-): AsyncGenerator<MergeEvent> {
-  const channel = new EventChannel<MergeEvent>();
-  execute(options, run, (event) => channel.push(event)).then(
-    (report) => {
-      channel.push({ type: "done", report });
-      channel.end();
-    },
-    (error) => channel.fail(error),
-  );
-  yield* channel;
+): LongOperation<MergeEvent, MergeReport> {
+  return withEvents((emit, signal) => execute(options, { ...run, signal }, emit), run.signal);
 }
 
 /**
@@ -512,8 +504,6 @@ export async function* mergeExpertsIter(
  * completed different request, another tool version's output or another writer's artifact unless
  * `force`.
  */
-export async function mergeExperts(options: MergeOptions, run: MergeRunOptions = {}): Promise<MergeReport> {
-  let report: MergeReport | undefined;
-  for await (const event of mergeExpertsIter(options, run)) if (event.type === "done") report = event.report;
-  return report!;
+export function mergeExperts(options: MergeOptions, run: MergeRunOptions = {}): Promise<MergeReport> {
+  return drain(mergeExpertsIter(options, run));
 }

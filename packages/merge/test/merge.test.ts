@@ -9,6 +9,7 @@ import {
   serializeArtifactManifest,
   serializeMergeComplete,
 } from "@ckpt/manifest";
+import { drain } from "@ckpt/progress";
 import { openTorchFile, toFloat32 } from "@ckpt/tensors";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -214,13 +215,16 @@ describe("mergeExperts: output", () => {
     expect(outs[2]).toEqual(outs[0]);
   });
 
-  it("reports progress: planned, decided, bytes adding up to the model size, verify, commit, done", async () => {
+  it("reports progress: planned, decided, bytes adding up to the model size, verify, commit; returns the report", async () => {
     const { experts, out } = await fixture();
     const events: MergeEvent[] = [];
-    for await (const event of mergeExpertsIter({ mode: "avg", experts, out }, { chunkElements: 8 }))
-      events.push(event);
+    const report = await drain(
+      mergeExpertsIter({ mode: "avg", experts, out }, { chunkElements: 8 }),
+      (event) => events.push(event),
+    );
     const types = [...new Set(events.map((e) => e.type))];
-    expect(types).toEqual(["planned", "decided", "bytes", "phase", "done"]);
+    expect(types).toEqual(["planned", "decided", "bytes", "phase"]);
+    expect(report.status).toBe("merged");
     const planned = events.find((e) => e.type === "planned")!;
     const last = events.filter((e) => e.type === "bytes").at(-1)!;
     expect(last.type === "bytes" && planned.type === "planned" && last.doneBytes).toBe(

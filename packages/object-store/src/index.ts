@@ -56,3 +56,4 @@ export { createGcsStore, type GcsStoreOptions, type GcsServiceAccount } from "./
 export { copyPrefix, copyPrefixIter, type CopyPrefixOptions } from "./transfer/copy.js";
 export { downloadPrefix, downloadPrefixIter, PART_SUFFIX } from "./transfer/download.js";
 export type { TransferEvent, TransferReport, TransferOptions } from "./transfer/events.js";
+export { defaultBackoffDelay } from "./internal/retry.js";

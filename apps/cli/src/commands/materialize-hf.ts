@@ -1,6 +1,6 @@
 import type { MaterializeReport, MaterializeRequest } from "@ckpt/hf-conversion";
 import { UsageError } from "../errors.js";
-import { createProgress } from "../progress.js";
+import { createProgress, drainWithProgress } from "../progress.js";
 import { formatBytes } from "../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../store-options.js";
 import { lockWaitOption, parseLockWait } from "./lock-wait.js";
@@ -146,10 +146,9 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     const quiet = args.quiet || args.json;
     const fetching = createProgress(io, "fetch", { quiet });
     const converting = createProgress(io, "convert", { quiet });
-    let report: MaterializeReport | undefined;
     let waited: string | undefined;
-    try {
-      for await (const event of materializeHfIter({
+    const report = await drainWithProgress(
+      materializeHfIter({
         source,
         base: args.base,
         out: args.out,
@@ -161,7 +160,9 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
         force: args.force,
         unifiedChatTemplate: args["unified-chat-template"],
         ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
-      })) {
+      }),
+      [fetching, converting],
+      (event) => {
         if (event.type === "fetch" && event.event.type === "bytes") {
           fetching.update(event.event.doneBytes, event.event.totalBytes, event.event.path);
         } else if (event.type === "convert") {
@@ -169,15 +170,9 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
           converting.update(event.doneBytes, event.totalBytes, event.file);
         } else if (event.type === "lock") {
           waited = event.waitedFor;
-        } else if (event.type === "done") {
-          report = event.report;
         }
-      }
-    } finally {
-      fetching.finish();
-      converting.finish();
-    }
-    if (report === undefined) throw new Error("materialize-hf ended without a report");
+      },
+    );
     const human =
       waited === undefined ? summary(report) : `${summary(report)}\nwaited for the lock held by ${waited}`;
     return {

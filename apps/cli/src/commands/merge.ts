@@ -1,5 +1,5 @@
 import type { MergeReport } from "@ckpt/merge";
-import { createProgress } from "../progress.js";
+import { createProgress, drainWithProgress } from "../progress.js";
 import { formatBytes } from "../render.js";
 import { lockWaitOption, parseLockWait } from "./lock-wait.js";
 import type { CkptCommand } from "./registry.js";
@@ -89,9 +89,8 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
     const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
     const { mergeExpertsIter } = await import("@ckpt/merge");
     const progress = createProgress(io, "merge", { quiet: args.quiet });
-    let report: MergeReport | undefined;
-    try {
-      const events = mergeExpertsIter(
+    const report = await drainWithProgress(
+      mergeExpertsIter(
         {
           mode: args.mode,
           experts: splitExperts(args.experts),
@@ -103,15 +102,12 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
           force: args.force,
         },
         lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 },
-      );
-      for await (const event of events) {
+      ),
+      [progress],
+      (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.tensor);
-        else if (event.type === "done") report = event.report;
-      }
-    } finally {
-      progress.finish();
-    }
-    if (report === undefined) throw new Error("merge ended without a report");
+      },
+    );
     return { exitCode: 0, report: { ok: true, ...report }, human: renderMerge(report) };
   },
 };

@@ -19,6 +19,7 @@ import {
   swapIntoPlace,
   writeRecordFile,
 } from "@ckpt/manifest";
+import { drain, type LongOperation } from "@ckpt/progress";
 import { type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
 import { HfConversionError, type MaterializeStage, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
@@ -67,7 +68,8 @@ function inStage(error: unknown, stage: MaterializeStage, out: string): unknown 
 }
 
 /**
- * Runs one materialize request and yields its progress; the last event is `done` with the report.
+ * Runs one materialize request as a long operation: progress events, then the report as the
+ * return value.
  *
  * Order: options; the base's preflight (read-only; a refusal writes nothing); the output's lock;
  * the source (a local model.pt opened and hashed from that one open file, an archive's descriptor);
@@ -79,7 +81,7 @@ function inStage(error: unknown, stage: MaterializeStage, out: string): unknown 
  */
 export async function* materializeHfIter(
   request: MaterializeRequest,
-): AsyncGenerator<MaterializeEvent, void> {
+): LongOperation<MaterializeEvent, MaterializeReport> {
   const options = resolveMaterializeOptions(request);
   const { out } = options;
   let base: BasePreflight;
@@ -137,13 +139,12 @@ export async function* materializeHfIter(
     request.source.kind === "archive" && session.stagingDir !== undefined
       ? { dir: session.stagingDir, removed }
       : null;
-  yield { type: "done", report: { ...report!, staging } };
+  return { ...report!, staging };
 }
 
 /** {@link materializeHfIter} drained: resolves to the report. */
-export async function materializeHf(request: MaterializeRequest): Promise<MaterializeReport> {
-  for await (const event of materializeHfIter(request)) if (event.type === "done") return event.report;
-  throw new Error("materializeHfIter ended without a report");
+export function materializeHf(request: MaterializeRequest): Promise<MaterializeReport> {
+  return drain(materializeHfIter(request));
 }
 
 /** The decided part of one run, under the lock. */

@@ -72,8 +72,7 @@ export type MaterializeEvent =
     }
   | { readonly type: "fetch"; readonly event: FetchEvent }
   | ConvertProgress
-  | { readonly type: "verify"; readonly probing: boolean }
-  | { readonly type: "done"; readonly report: MaterializeReport };
+  | { readonly type: "verify"; readonly probing: boolean };
 
 /** A request's options, checked and completed by {@link resolveMaterializeOptions}. */
 export interface Options {

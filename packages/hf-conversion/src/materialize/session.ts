@@ -1,5 +1,5 @@
-import type { FetchEvent } from "@ckpt/archive-reader";
 import type { SourceFile } from "@ckpt/manifest";
+import { mapEvents } from "@ckpt/progress";
 import { type HfConversionError, refusal } from "../errors.js";
 import { describeArchivedModel, removeCreated, stageArchivedArtifact } from "../source/archive.js";
 import { type ExpectedSource, type OpenedSource, openSource, readArtifactModel } from "../source/open.js";
@@ -69,7 +69,7 @@ export class SourceSession {
   async *bytes(): AsyncGenerator<MaterializeEvent, OpenedSource> {
     if (this.opened) return this.opened;
     if (this.source.kind !== "archive") throw new Error("a local source is opened at start");
-    const staged = yield* mapFetch(
+    const staged = yield* mapEvents(
       stageArchivedArtifact(
         this.source.store,
         this.source.uri,
@@ -77,6 +77,7 @@ export class SourceSession {
         this.stagingCreated,
         this.signal,
       ),
+      (event): MaterializeEvent => ({ type: "fetch", event }),
     );
     this.stagingDir = staged.report.stagedDir;
     this.opened = await openSource(staged.modelPath, this.source.uri, {
@@ -108,13 +109,5 @@ export class SourceSession {
     if (this.options.keepStaged) return [];
     await removeCreated(this.stagingCreated);
     return [...this.stagingCreated];
-  }
-}
-
-async function* mapFetch<R>(inner: AsyncGenerator<FetchEvent, R>): AsyncGenerator<MaterializeEvent, R> {
-  for (;;) {
-    const step = await inner.next();
-    if (step.done) return step.value;
-    yield { type: "fetch", event: step.value };
   }
 }

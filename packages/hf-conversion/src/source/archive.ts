@@ -8,6 +8,7 @@ import {
   resolveRemoteArtifact,
 } from "@ckpt/archive-reader";
 import type { ObjectInfo, ObjectStore } from "@ckpt/object-store";
+import { mapEvents } from "@ckpt/progress";
 import { refusal } from "../errors.js";
 import { MODEL_FILE } from "./open.js";
 
@@ -78,16 +79,14 @@ export async function* stageArchivedArtifact(
 ): AsyncGenerator<FetchEvent, StagedArtifact> {
   const root = resolve(stageRoot);
   const before = await listNames(root);
-  let report: FetchReport | undefined;
-  for await (const event of fetchArtifactIter(store, root, { uri, ...(signal ? { signal } : {}) })) {
+  const fetching = fetchArtifactIter(store, root, { uri, ...(signal ? { signal } : {}) });
+  const report = yield* mapEvents(fetching, (event) => {
     if (event.type === "plan") {
       if (before === undefined) created.push(root);
       else if (!before.has(event.stagedDir.slice(root.length + 1))) created.push(event.stagedDir);
     }
-    if (event.type === "done") report = event.report;
-    yield event;
-  }
-  if (report === undefined) throw new Error("fetch ended without a report");
+    return event;
+  });
   return { report, modelPath: join(report.stagedDir, MODEL_FILE) };
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ObjectStoreError } from "../errors.js";
-import { backoffDelay, withRetry } from "./retry.js";
+import { backoffDelay, defaultBackoffDelay, withRetry } from "./retry.js";
 
 const transientError = () => new ObjectStoreError("STORE_TRANSIENT", "503 slow down", { kind: "transient" });
 const permanentError = () => new ObjectStoreError("STORE_ACCESS_DENIED", "403", { kind: "refused" });
@@ -18,6 +18,13 @@ describe("backoffDelay", () => {
     expect(backoffDelay(3, 100, 1000, 0.5)).toBe(200);
     expect(backoffDelay(10, 100, 1000, 0.5)).toBe(500);
     expect(backoffDelay(4, 100, 1000, 0)).toBe(0);
+  });
+
+  it("has the stores' tuning by default: up to 200 ms at the first retry, at most 5 s", () => {
+    expect(defaultBackoffDelay(1, 0.999)).toBe(199);
+    expect(defaultBackoffDelay(3, 0.5)).toBe(400);
+    expect(defaultBackoffDelay(20, 0.5)).toBe(2500);
+    expect(defaultBackoffDelay(2)).toBeLessThan(400);
   });
 });
 

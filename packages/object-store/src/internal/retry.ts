@@ -36,6 +36,11 @@ export function backoffDelay(retry: number, baseDelayMs: number, maxDelayMs: num
   return Math.floor(cap * random);
 }
 
+/** {@link backoffDelay} with the stores' own tuning (200 ms doubling to 5 s), for retry loops outside a store. */
+export function defaultBackoffDelay(retry: number, random: number = Math.random()): number {
+  return backoffDelay(retry, DEFAULT_BASE_DELAY_MS, DEFAULT_MAX_DELAY_MS, random);
+}
+
 function abortedError(subject: string | undefined): ObjectStoreError {
   return new ObjectStoreError(
     "STORE_ABORTED",

@@ -1,10 +1,11 @@
+import { drain, type LongOperation } from "@ckpt/progress";
 import { pipeline } from "node:stream/promises";
 import { ObjectStoreError } from "../errors.js";
 import type { ObjectStore } from "../types.js";
 import { DigestingStream } from "./hashing.js";
 import {
   directoryPrefix,
-  drainTransfer,
+  TransferTally,
   type TransferEvent,
   type TransferOptions,
   type TransferReport,
@@ -26,7 +27,8 @@ export async function* copyPrefixIter(
   src: ObjectStore,
   dst: ObjectStore,
   options: CopyPrefixOptions = {},
-): AsyncGenerator<TransferEvent> {
+): LongOperation<TransferEvent, TransferReport> {
+  const tally = new TransferTally();
   const call = options.signal === undefined ? {} : { signal: options.signal };
   for await (const listed of src.list(directoryPrefix(options.prefix ?? ""), call)) {
     const key = listed.key;
@@ -34,11 +36,11 @@ export async function* copyPrefixIter(
     const existing = await dst.head(key, call);
     if (existing !== undefined && existing.size === source.size) {
       if (source.sha256 === undefined || existing.sha256 === undefined) {
-        yield { type: "skip", key, size: source.size, reason: "same-size" };
+        yield tally.skip({ type: "skip", key, size: source.size, reason: "same-size" });
         continue;
       }
       if (source.sha256 === existing.sha256) {
-        yield { type: "skip", key, size: source.size, reason: "same-digest" };
+        yield tally.skip({ type: "skip", key, size: source.size, reason: "same-digest" });
         continue;
       }
     }
@@ -75,8 +77,9 @@ export async function* copyPrefixIter(
         { kind: "failed", subject: `${src.uri}/${key}` },
       );
     }
-    yield { type: "done", key, size: source.size, sha256: actual };
+    yield tally.transfer({ type: "done", key, size: source.size, sha256: actual });
   }
+  return tally.report();
 }
 
 /** `copyPrefixIter` drained into a report. */
@@ -85,5 +88,5 @@ export function copyPrefix(
   dst: ObjectStore,
   options: CopyPrefixOptions = {},
 ): Promise<TransferReport> {
-  return drainTransfer(copyPrefixIter(src, dst, options));
+  return drain(copyPrefixIter(src, dst, options));
 }

@@ -1,3 +1,4 @@
+import { drain, type LongOperation } from "@ckpt/progress";
 import { createWriteStream } from "node:fs";
 import { mkdir, open, rename, stat, unlink } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
@@ -6,7 +7,7 @@ import { ObjectStoreError } from "../errors.js";
 import type { ObjectStore } from "../types.js";
 import {
   directoryPrefix,
-  drainTransfer,
+  TransferTally,
   type TransferEvent,
   type TransferOptions,
   type TransferReport,
@@ -45,7 +46,8 @@ export async function* downloadPrefixIter(
   prefix: string,
   localDir: string,
   options: TransferOptions = {},
-): AsyncGenerator<TransferEvent> {
+): LongOperation<TransferEvent, TransferReport> {
+  const tally = new TransferTally();
   const call = options.signal === undefined ? {} : { signal: options.signal };
   const dirPrefix = directoryPrefix(prefix);
   const root = resolve(localDir);
@@ -62,7 +64,7 @@ export async function* downloadPrefixIter(
       );
     }
     if ((await sizeOf(target)) === listed.size) {
-      yield { type: "skip", key, size: listed.size, reason: "same-size" };
+      yield tally.skip({ type: "skip", key, size: listed.size, reason: "same-size" });
       continue;
     }
     const info = (await store.head(key, call)) ?? listed;
@@ -83,7 +85,7 @@ export async function* downloadPrefixIter(
         );
       }
       await rename(temporary, target);
-      yield { type: "done", key, size: info.size, sha256: actual };
+      yield tally.transfer({ type: "done", key, size: info.size, sha256: actual });
     } catch (error) {
       await unlink(temporary).catch(() => undefined);
       if (error instanceof ObjectStoreError) throw error;
@@ -94,6 +96,7 @@ export async function* downloadPrefixIter(
       );
     }
   }
+  return tally.report();
 }
 
 /** `downloadPrefixIter` drained into a report. */
@@ -103,5 +106,5 @@ export function downloadPrefix(
   localDir: string,
   options: TransferOptions = {},
 ): Promise<TransferReport> {
-  return drainTransfer(downloadPrefixIter(store, prefix, localDir, options));
+  return drain(downloadPrefixIter(store, prefix, localDir, options));
 }

@@ -1,4 +1,7 @@
-/** Progress of a prefix transfer: one event per object, skipped or transferred. */
+/**
+ * Progress of a prefix transfer: one event per object, skipped or transferred (`done`: that
+ * object is in place). The transfer's {@link TransferReport} is the generator's return value.
+ */
 export type TransferEvent =
   | {
       readonly type: "skip";
@@ -24,20 +27,26 @@ export interface TransferOptions {
   readonly concurrency?: number;
 }
 
-/** Drain a transfer's events into its report. */
-export async function drainTransfer(events: AsyncIterable<TransferEvent>): Promise<TransferReport> {
-  const transferred: Array<{ key: string; size: number }> = [];
-  const skipped: Array<{ key: string; size: number }> = [];
-  let bytes = 0;
-  for await (const event of events) {
-    if (event.type === "done") {
-      transferred.push({ key: event.key, size: event.size });
-      bytes += event.size;
-    } else if (event.type === "skip") {
-      skipped.push({ key: event.key, size: event.size });
-    }
+/** A transfer's report as it runs: each object is added once, skipped or transferred. */
+export class TransferTally {
+  private readonly transferred: Array<{ key: string; size: number }> = [];
+  private readonly skipped: Array<{ key: string; size: number }> = [];
+  private bytes = 0;
+
+  skip(event: Extract<TransferEvent, { type: "skip" }>): TransferEvent {
+    this.skipped.push({ key: event.key, size: event.size });
+    return event;
   }
-  return { transferred, skipped, bytes };
+
+  transfer(event: Extract<TransferEvent, { type: "done" }>): TransferEvent {
+    this.transferred.push({ key: event.key, size: event.size });
+    this.bytes += event.size;
+    return event;
+  }
+
+  report(): TransferReport {
+    return { transferred: this.transferred, skipped: this.skipped, bytes: this.bytes };
+  }
 }
 
 /** A listing prefix that names a directory: "" stays "", anything else ends with "/". */

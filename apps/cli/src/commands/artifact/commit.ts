@@ -1,7 +1,6 @@
-import type { CommitEvent } from "@ckpt/archive-publisher";
 import { CHECKPOINT_FORMATS, type CheckpointFormat, type LogicalComponent } from "@ckpt/manifest";
 import { UsageError } from "../../errors.js";
-import { createProgress } from "../../progress.js";
+import { createProgress, drainWithProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import type { CkptCommand } from "../registry.js";
 
@@ -48,23 +47,17 @@ export const commitCommand: CkptCommand<CommitArgs> = {
     // Names are checked by the library (COMMIT_BAD_COMPONENTS, exit 2).
     const components = args.components?.split(",").map((c) => c.trim());
     const progress = createProgress(io, "hash", { quiet: args.quiet || args.json });
-    const iter = commitArtifactIter(args.dir, {
-      format: args.format,
-      ...(args.iteration === undefined ? {} : { iteration: args.iteration }),
-      ...(components === undefined ? {} : { components: components as LogicalComponent[] }),
-    });
-    let result: Awaited<ReturnType<typeof iter.next>>;
-    try {
-      for (;;) {
-        result = await iter.next();
-        if (result.done) break;
-        const event: CommitEvent = result.value;
+    const committed = await drainWithProgress(
+      commitArtifactIter(args.dir, {
+        format: args.format,
+        ...(args.iteration === undefined ? {} : { iteration: args.iteration }),
+        ...(components === undefined ? {} : { components: components as LogicalComponent[] }),
+      }),
+      [progress],
+      (event) => {
         if (event.type === "hash") progress.update(event.doneBytes, event.totalBytes, event.path);
-      }
-    } finally {
-      progress.finish();
-    }
-    const committed = result.value;
+      },
+    );
     const names = committed.manifest.physical_components.map((c) => c.path).join(", ");
     const ignored =
       committed.ignored.length > 0 ? `\nnot part of the plan, left out: ${committed.ignored.join(", ")}` : "";

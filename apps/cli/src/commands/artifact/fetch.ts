@@ -1,5 +1,4 @@
-import type { FetchReport } from "@ckpt/archive-reader";
-import { createProgress } from "../../progress.js";
+import { createProgress, drainWithProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
@@ -45,16 +44,13 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
     const progress = createProgress(io, "fetch", { quiet: args.quiet });
-    let report: FetchReport | undefined;
-    try {
-      for await (const event of fetchArtifactIter(store, args.dst, { uri: args.artifactUri })) {
+    const report = await drainWithProgress(
+      fetchArtifactIter(store, args.dst, { uri: args.artifactUri }),
+      [progress],
+      (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);
-        else if (event.type === "done") report = event.report;
-      }
-    } finally {
-      progress.finish();
-    }
-    if (report === undefined) throw new Error("fetch ended without a report");
+      },
+    );
     const note = report.upToDate
       ? "already staged and verified"
       : `${formatBytes(report.downloadedBytes)} downloaded, ${report.files.length} files verified`;

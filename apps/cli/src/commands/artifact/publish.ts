@@ -1,8 +1,7 @@
 import { basename } from "node:path";
-import type { PublishEvent } from "@ckpt/archive-publisher";
 import { artifactPrefixFor, parseIterDir } from "@ckpt/manifest";
 import { UsageError } from "../../errors.js";
-import { createProgress } from "../../progress.js";
+import { createProgress, drainWithProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
@@ -96,25 +95,18 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     const quiet = args.quiet || args.json;
     const hashing = createProgress(io, "hash", { quiet });
     const uploading = createProgress(io, "upload", { quiet });
-    const iter = publishArtifactIter(dir, store, {
-      deleteLocal: args["delete-local"],
-      ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
-    });
-    let result: Awaited<ReturnType<typeof iter.next>>;
-    try {
-      for (;;) {
-        result = await iter.next();
-        if (result.done) break;
-        const event: PublishEvent = result.value;
+    const report = await drainWithProgress(
+      publishArtifactIter(dir, store, {
+        deleteLocal: args["delete-local"],
+        ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
+      }),
+      [hashing, uploading],
+      (event) => {
         if (event.type === "hash") hashing.update(event.doneBytes, event.totalBytes, event.path);
         else if (event.type === "plan") hashing.finish();
         else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
-      }
-    } finally {
-      hashing.finish();
-      uploading.finish();
-    }
-    const report = result.value;
+      },
+    );
     const total = report.inventory.reduce((sum, f) => sum + f.size, 0);
     const lines = [
       `${report.status} ${dir} -> ${report.uri}: ${report.inventory.length} files, ${formatBytes(total)}` +

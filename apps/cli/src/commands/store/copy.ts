@@ -1,5 +1,6 @@
 import type { TransferEvent, TransferReport } from "@ckpt/object-store";
-import { createProgress, type Progress } from "../../progress.js";
+import type { LongOperation } from "@ckpt/progress";
+import { createProgress, drainWithProgress, type Progress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
@@ -11,27 +12,16 @@ interface CopyArgs {
   quiet: boolean;
 }
 
-/** Drains transfer events into a report, counting objects on the progress line. */
-export async function summarizeTransfer(
-  events: AsyncIterable<TransferEvent>,
+/** Runs a transfer to its report, counting objects on the progress line. */
+export function summarizeTransfer(
+  transfer: LongOperation<TransferEvent, TransferReport>,
   progress: Progress,
 ): Promise<TransferReport> {
-  const transferred: Array<{ key: string; size: number }> = [];
-  const skipped: Array<{ key: string; size: number }> = [];
-  let bytes = 0;
-  try {
-    for await (const event of events) {
-      if (event.type === "done") {
-        transferred.push({ key: event.key, size: event.size });
-        bytes += event.size;
-      } else skipped.push({ key: event.key, size: event.size });
-      const seen = transferred.length + skipped.length;
-      progress.update(seen, seen, event.key);
-    }
-  } finally {
-    progress.finish();
-  }
-  return { transferred, skipped, bytes };
+  let seen = 0;
+  return drainWithProgress(transfer, [progress], (event) => {
+    seen++;
+    progress.update(seen, seen, event.key);
+  });
 }
 
 export const copyCommand: CkptCommand<CopyArgs> = {
