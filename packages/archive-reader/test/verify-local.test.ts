@@ -1,13 +1,12 @@
 import { mkdir, open, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
-  readStagedRecord,
-  serializeControlManifest,
-  serializeMaterializedMarker,
-  serializeMultiRoleSuccess,
-  serializeStagedRecord,
-  serializeUploadedMarker,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  MATERIALIZED_MARKER,
+  MULTI_ROLE_SUCCESS,
+  STAGED_RECORD,
+  UPLOADED_MARKER,
 } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
 import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
@@ -111,7 +110,7 @@ describe("verifyArtifactDir", () => {
       "SIZE_MISMATCH model.pt",
     ]);
     expect(report.problems.find((p) => p.code === "DIGEST_MISMATCH")).toMatchObject({
-      record: ARTIFACT_MANIFEST_FILE,
+      record: ARTIFACT_MANIFEST.fileName,
     });
   });
 
@@ -143,9 +142,11 @@ describe("verifyArtifactDir", () => {
   it("no manifest is an unfinished artifact; an unreadable one is RECORD_INVALID with its code; another iteration is named", async () => {
     const artifact = makeArtifact({ model });
     const dir = await artifactDir(artifact);
-    await rm(join(dir, ARTIFACT_MANIFEST_FILE));
-    expect(codes(await verifyArtifactDir(dir))).toEqual([`ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST_FILE}`]);
-    await writeFile(join(dir, ARTIFACT_MANIFEST_FILE), '{"schema": ');
+    await rm(join(dir, ARTIFACT_MANIFEST.fileName));
+    expect(codes(await verifyArtifactDir(dir))).toEqual([
+      `ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST.fileName}`,
+    ]);
+    await writeFile(join(dir, ARTIFACT_MANIFEST.fileName), '{"schema": ');
     const invalid = await verifyArtifactDir(dir);
     expect(invalid.problems).toEqual([
       expect.objectContaining({ code: "RECORD_INVALID", cause: "JSON_TRUNCATED" }),
@@ -153,7 +154,7 @@ describe("verifyArtifactDir", () => {
     const elsewhere = join(await testdir(), "iter_000000400");
     await writeFiles(elsewhere, artifact.files);
     expect(codes(await verifyArtifactDir(elsewhere))).toEqual([
-      `ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+      `ITERATION_MISMATCH ${ARTIFACT_MANIFEST.fileName}`,
     ]);
   });
 
@@ -199,14 +200,16 @@ describe("verifyStagedDir", () => {
 
   it("an interrupted fetch is STAGE_INCOMPLETE; a record whose source is not the staged manifest is STAGE_SOURCE_MISMATCH", async () => {
     const { dir } = await staged();
-    const record = await readStagedRecord(join(dir, ".staged.json"));
-    await writeFile(join(dir, ".staged.json"), serializeStagedRecord({ ...record, complete: false }));
+    const record = await STAGED_RECORD.read(join(dir, ".staged.json"));
+    await writeFile(join(dir, ".staged.json"), STAGED_RECORD.serialize({ ...record, complete: false }));
     expect(codes(await verifyStagedDir(dir))).toEqual(["STAGE_INCOMPLETE .staged.json"]);
     await writeFile(
       join(dir, ".staged.json"),
-      serializeStagedRecord({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
+      STAGED_RECORD.serialize({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
     );
-    expect(codes(await verifyStagedDir(dir))).toEqual([`STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST_FILE}`]);
+    expect(codes(await verifyStagedDir(dir))).toEqual([
+      `STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST.fileName}`,
+    ]);
   });
 });
 
@@ -249,7 +252,7 @@ describe("verifyCheckpointDir", () => {
 
   it("a receipt that records an optimizer state retention removed counts it as released; a changed file is named", async () => {
     const dir = await checkpoint({ optim: false });
-    const receipt = serializeUploadedMarker({
+    const receipt = UPLOADED_MARKER.serialize({
       schema: "posttrain.archive-marker.v1",
       kind: "full_checkpoint",
       iteration: 100,
@@ -269,7 +272,7 @@ describe("verifyCheckpointDir", () => {
 
   it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
     const dir = join(await testdir(), "iter_000000012");
-    const success = serializeMultiRoleSuccess({
+    const success = MULTI_ROLE_SUCCESS.serialize({
       schema: "posttrain.multi-role-boundary.v1",
       iteration: 12,
       roles: { critic: { optimizer_step: 12 }, policy: { optimizer_step: 7 } },
@@ -296,7 +299,7 @@ describe("verifyCheckpointDir", () => {
     for (const c of ["model", "optim"]) for (const [n, b] of dcp) files.set(`${c}/${n}`, b);
     files.set(
       ".posttrain-manifest.json",
-      serializeControlManifest({
+      CONTROL_MANIFEST.serialize({
         schema: "posttrain.checkpoint-manifest.v1",
         iteration: 100,
         components: ["model", "optim"],
@@ -363,7 +366,7 @@ describe("verifyMaterializedDir", () => {
     }));
     await writeFile(
       join(dir, ".materialized"),
-      serializeMaterializedMarker({
+      MATERIALIZED_MARKER.serialize({
         schema: "posttrain.materialized.v1",
         conversion_version: "materialize_model_pt_to_hf/3",
         source: { source: "/runs/a/model.pt", size: 1, sha256: "1".repeat(64) },

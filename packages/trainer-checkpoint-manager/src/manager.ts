@@ -1,7 +1,8 @@
 import { mkdir, readdir, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  LATEST_POINTER,
   CHECKPOINT_ARTIFACTS_DIR,
   CHECKPOINTS_DIR,
   formatIterDir,
@@ -9,9 +10,7 @@ import {
   type LogicalComponent,
   parseIterDir,
   PHYSICAL_COMPONENTS,
-  parseArtifactManifest,
   physicalComponentPath,
-  readLatestPointer,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { applyLocalRetention, archiveArtifact, archiveFullCheckpoint, archiveUri } from "./archive.js";
@@ -84,7 +83,7 @@ async function runTsDirs(nameDir: string): Promise<string[]> {
 /** The iteration `latest_checkpoint.txt` names, or undefined (absent or unreadable). */
 async function latestIteration(checkpointsRoot: string): Promise<number | undefined> {
   try {
-    return (await readLatestPointer(join(checkpointsRoot, "latest_checkpoint.txt"))).iteration;
+    return (await LATEST_POINTER.read(join(checkpointsRoot, "latest_checkpoint.txt"))).iteration;
   } catch {
     return undefined;
   }
@@ -343,7 +342,7 @@ export class CheckpointManager {
   private async loadArtifactCoverage(): Promise<void> {
     for (const { iteration, dir } of await listCommittedArtifacts(this.attemptDir)) {
       try {
-        const manifest = parseArtifactManifest(await readFile(join(dir, ARTIFACT_MANIFEST_FILE)));
+        const manifest = ARTIFACT_MANIFEST.parse(await readFile(join(dir, ARTIFACT_MANIFEST.fileName)));
         this.cover(iteration, "artifact", manifest.logical_components);
       } catch {
         // An unreadable manifest covers nothing; saving that step is refused as already committed.
@@ -490,12 +489,12 @@ export class CheckpointManager {
       await removeOwned(dir);
       this.emit({ type: "leftover_cleared", path: dir });
     } else if (plan.kind === "artifact" && kind !== "absent") {
-      if ((await entryKind(join(dir, ARTIFACT_MANIFEST_FILE))) !== "absent") {
+      if ((await entryKind(join(dir, ARTIFACT_MANIFEST.fileName))) !== "absent") {
         throw new ManagerError(
           "MANAGER_ARTIFACT_COMMITTED",
           `save ${dir}: it is a committed artifact of step ${step}; a committed artifact is never committed again. ` +
             "Save the step's remaining components as a full checkpoint, or start a fresh attempt (resume=off).",
-          { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST_FILE) },
+          { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST.fileName) },
         );
       }
       // Only the component payloads an interrupted save of this step wrote; other files are not ours.
@@ -696,7 +695,7 @@ export class CheckpointManager {
       this.cover(step, "artifact", plan.components);
       return this.report(
         session,
-        { path: `${done.uri}/${ARTIFACT_MANIFEST_FILE}`, sha256: done.manifestSha256, bytes: 0 },
+        { path: `${done.uri}/${ARTIFACT_MANIFEST.fileName}`, sha256: done.manifestSha256, bytes: 0 },
         false,
         "none",
         DISABLED,

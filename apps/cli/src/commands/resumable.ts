@@ -77,7 +77,7 @@ export const resumableCommand: CkptCommand<ResumableArgs> = {
       () => false,
     );
     if (!exists) throw new UsageError(`${path} does not exist; pass a checkpoints/iter_* directory`);
-    const { classifyIterPath, readLatestPointer, LATEST_CHECKPOINT_FILE } = await import("@ckpt/manifest");
+    const { classifyIterPath, LATEST_POINTER } = await import("@ckpt/manifest");
     const { decideResume, listCommittedArtifacts, localCheckpointsRoot, probeLocalCheckpoint } = await import(
       "@ckpt/trainer-checkpoint-manager"
     );
@@ -89,8 +89,8 @@ export const resumableCommand: CkptCommand<ResumableArgs> = {
       where === undefined ? undefined : (await listCommittedArtifacts(where.attemptDir)).at(-1);
     let latest: boolean | null = null;
     if (where !== undefined) {
-      const pointer = await readLatestPointer(
-        `${localCheckpointsRoot(where.attemptDir)}/${LATEST_CHECKPOINT_FILE}`,
+      const pointer = await LATEST_POINTER.read(
+        `${localCheckpointsRoot(where.attemptDir)}/${LATEST_POINTER.fileName}`,
       )
         .then((p) => p.iteration)
         .catch(() => undefined);

@@ -3,23 +3,19 @@ import { constants, createReadStream } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  STAGED_RECORD,
   type CheckpointFormat,
   type Destination,
   fsyncDirectory,
   hashFile,
   ManifestError,
-  parseStagedRecord,
   readOwnership,
-  readStagedRecord,
   resolveInside,
-  STAGED_RECORD_FILE,
   removeTemporaries,
-  STAGED_RECORD_RECORD,
   type StagedRecord,
   writeFileAtomic,
   writeFully,
-  writeRecordFile,
   mapPool,
 } from "@ckpt/manifest";
 import { type ObjectInfo, type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
@@ -208,10 +204,10 @@ async function scanLocal(
   // name, a writer that is gone): this tool's own file, removed before ownership is judged. Under
   // a record of ours, so is an abandoned temporary of the native manifest (a kill while the
   // staged copy was being completed).
-  await removeTemporaries(stagedDir, { target: STAGED_RECORD_FILE });
+  await removeTemporaries(stagedDir, { target: STAGED_RECORD.fileName });
   // Ours only when the record parses as ours (@ckpt/manifest's ownership rule).
-  const { owned } = await readOwnership(stagedDir, STAGED_RECORD_FILE, parseStagedRecord);
-  if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST_FILE });
+  const { owned } = await readOwnership(stagedDir, STAGED_RECORD.fileName, STAGED_RECORD.parse);
+  if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST.fileName });
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const dirent of await readdir(dir, { withFileTypes: true })) {
       const path = rel === "" ? dirent.name : `${rel}/${dirent.name}`;
@@ -232,18 +228,18 @@ async function scanLocal(
     }
   };
   await walk(stagedDir, "");
-  const recordEntry = entries.get(STAGED_RECORD_FILE);
-  entries.delete(STAGED_RECORD_FILE);
+  const recordEntry = entries.get(STAGED_RECORD.fileName);
+  entries.delete(STAGED_RECORD.fileName);
   if (recordEntry === undefined) return { entries, record: undefined };
   try {
-    return { entries, record: await readStagedRecord(join(stagedDir, STAGED_RECORD_FILE)) };
+    return { entries, record: await STAGED_RECORD.read(join(stagedDir, STAGED_RECORD.fileName)) };
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     throw new ArchiveReaderError(
       "READER_STAGE_RECORD_INVALID",
-      `fetch into ${stagedDir}: ${STAGED_RECORD_FILE} is not a valid staging record (${error.message}). ` +
+      `fetch into ${stagedDir}: ${STAGED_RECORD.fileName} is not a valid staging record (${error.message}). ` +
         "ckpt cannot tell which files it owns there; choose another --dst or move the directory away.",
-      { kind: "refused", subject: join(stagedDir, STAGED_RECORD_FILE), cause: error },
+      { kind: "refused", subject: join(stagedDir, STAGED_RECORD.fileName), cause: error },
     );
   }
 }
@@ -465,7 +461,7 @@ export async function* fetchArtifactIter(
   if (signal?.aborted) throw abortedError(`fetch ${uri}`, signal);
   const remote = await readRemote(store, uri, signal);
   const manifestFile = {
-    path: ARTIFACT_MANIFEST_FILE,
+    path: ARTIFACT_MANIFEST.fileName,
     size: remote.manifestBytes.length,
     sha256: remote.manifestSha256,
   };
@@ -526,12 +522,12 @@ export async function* fetchArtifactIter(
   };
   if (!plan.upToDate) {
     await mkdir(stagedDir, { recursive: true });
-    const recordPath = join(stagedDir, STAGED_RECORD_FILE);
+    const recordPath = join(stagedDir, STAGED_RECORD.fileName);
     // An existing record stops claiming completeness before any of its files is touched.
     if (scanned.record?.complete)
-      await writeRecordFile(recordPath, STAGED_RECORD_RECORD, { ...scanned.record, complete: false });
+      await STAGED_RECORD.write(recordPath, { ...scanned.record, complete: false });
     await removeOwned(stagedDir, plan.remove);
-    await writeRecordFile(recordPath, STAGED_RECORD_RECORD, plan.record);
+    await STAGED_RECORD.write(recordPath, plan.record);
     // Downloads run in parallel; their events reach the caller through one channel. Stopping
     // early (an error, or the caller leaving the loop) aborts the downloads still in flight.
     const stop = new AbortController();
@@ -580,12 +576,14 @@ export async function* fetchArtifactIter(
       yield { type: "dcp-check", path: dir };
     }
     if (plan.writeManifest) {
-      await writeFileAtomic(join(stagedDir, ARTIFACT_MANIFEST_FILE), remote.manifestBytes, { verify: true });
+      await writeFileAtomic(join(stagedDir, ARTIFACT_MANIFEST.fileName), remote.manifestBytes, {
+        verify: true,
+      });
       files.push({ ...manifestFile, action: "downloaded" });
     } else {
       files.push({ ...manifestFile, action: "kept" });
     }
-    await writeRecordFile(recordPath, STAGED_RECORD_RECORD, { ...plan.record, complete: true });
+    await STAGED_RECORD.write(recordPath, { ...plan.record, complete: true });
   } else {
     files.push({ ...manifestFile, action: "kept" });
   }
@@ -601,7 +599,7 @@ export async function* fetchArtifactIter(
       declarationSha256: remote.declarationSha256,
       upToDate: plan.upToDate,
       files,
-      removed: plan.remove.filter((p) => !(p === ARTIFACT_MANIFEST_FILE && !plan.replacing)),
+      removed: plan.remove.filter((p) => !(p === ARTIFACT_MANIFEST.fileName && !plan.replacing)),
       downloadedBytes: ctx.doneBytes,
       resumedInPlace: ctx.resumedInPlace,
     },

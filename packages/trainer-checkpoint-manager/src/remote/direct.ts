@@ -2,27 +2,20 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
-  ARTIFACT_MANIFEST_SCHEMA,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  LATEST_POINTER,
   type ArtifactManifest,
-  CONTROL_MANIFEST_FILE,
-  CONTROL_MANIFEST_SCHEMA,
   type ControlManifest,
   controlGenerationDir,
   DCP_COMPONENTS,
   type DcpComponent,
   type FileEntry,
   formatIterDir,
-  LATEST_CHECKPOINT_FILE,
   type LogicalComponent,
   MAX_RECORD_BYTES,
   type PhysicalComponent,
-  parseControlManifest,
   parseIterDir,
-  parseLatestPointer,
-  serializeArtifactManifest,
-  serializeControlManifest,
-  serializeLatestPointer,
   sha256Hex,
   writeFileAtomic,
 } from "@ckpt/manifest";
@@ -59,11 +52,11 @@ export async function readControl(
   store: ObjectStore,
   iterKey: string,
 ): Promise<{ manifest: ControlManifest; bytes: Uint8Array } | undefined> {
-  const key = keyIn(iterKey, CONTROL_MANIFEST_FILE);
+  const key = keyIn(iterKey, CONTROL_MANIFEST.fileName);
   const bytes = await readSmallObject(store, key);
   if (bytes === undefined) return undefined;
   try {
-    return { manifest: parseControlManifest(bytes, `${store.uri}/${key}`), bytes };
+    return { manifest: CONTROL_MANIFEST.parse(bytes, `${store.uri}/${key}`), bytes };
   } catch (error) {
     throw remoteInvalid(
       `${store.uri}/${key}`,
@@ -177,9 +170,9 @@ export class DirectPrimary {
 
   private async putPointer(iteration: number): Promise<void> {
     try {
-      await this.root.put(LATEST_CHECKPOINT_FILE, serializeLatestPointer(iteration));
+      await this.root.put(LATEST_POINTER.fileName, LATEST_POINTER.serialize(iteration));
     } catch (error) {
-      throw storeFailure("write", `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`, error);
+      throw storeFailure("write", `${this.root.uri}/${LATEST_POINTER.fileName}`, error);
     }
   }
 
@@ -206,7 +199,7 @@ export class DirectPrimary {
         },
       );
     }
-    const subject = `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`;
+    const subject = `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST.fileName}`;
     if (found.manifest.iteration !== iteration) {
       throw new ManagerError(
         "MANAGER_PLAN_DRIFT",
@@ -242,7 +235,7 @@ export class DirectPrimary {
         `commit ${iterUri}: its control manifest records components [${existing?.manifest.components.join(", ") ?? "?"}] ` +
           `but this save wrote [${components.join(", ")}]. The first valid manifest keeps the iteration; this save fails closed ` +
           "(nothing is rewritten beneath it). Resume from the latest checkpoint and save a later iteration.",
-        { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
+        { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST.fileName}` },
       );
     }
     return this.confirm(iteration, lease);
@@ -310,16 +303,16 @@ export class DirectPrimary {
       );
     }
     const manifest: ControlManifest = {
-      schema: CONTROL_MANIFEST_SCHEMA,
+      schema: CONTROL_MANIFEST.version,
       iteration,
       components,
       control_generation: generation,
       control,
       validation_publication: validation,
     };
-    const bytes = serializeControlManifest(manifest);
+    const bytes = CONTROL_MANIFEST.serialize(manifest);
     await lease?.check();
-    if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST_FILE), bytes)) === "exists") {
+    if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST.fileName), bytes)) === "exists") {
       return this.confirmSamePlan(iteration, components, lease);
     }
     await this.putPointer(iteration);
@@ -355,11 +348,13 @@ export class DirectPrimary {
       keyIn(iterKey, name),
       validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state }),
     );
-    const successor = serializeControlManifest({ ...found.manifest, validation_publication: name });
+    const successor = CONTROL_MANIFEST.serialize({ ...found.manifest, validation_publication: name });
     try {
-      await this.root.put(keyIn(iterKey, CONTROL_MANIFEST_FILE), successor, { sha256: sha256Hex(successor) });
+      await this.root.put(keyIn(iterKey, CONTROL_MANIFEST.fileName), successor, {
+        sha256: sha256Hex(successor),
+      });
     } catch (error) {
-      throw storeFailure("write", `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`, error);
+      throw storeFailure("write", `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST.fileName}`, error);
     }
   }
 
@@ -385,13 +380,13 @@ export class DirectPrimary {
     }
     const iterUri = `${store.uri}/${iterKey}`;
     await lease?.check();
-    if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE))) !== undefined) {
+    if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST.fileName))) !== undefined) {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
         `commit ${iterUri}: it is already committed; a committed artifact is never committed again.`,
         {
           kind: "refused",
-          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+          subject: `${iterUri}/${ARTIFACT_MANIFEST.fileName}`,
         },
       );
     }
@@ -444,22 +439,22 @@ export class DirectPrimary {
       }
     }
     const manifest: ArtifactManifest = {
-      schema: ARTIFACT_MANIFEST_SCHEMA,
+      schema: ARTIFACT_MANIFEST.version,
       iteration,
       format: "dcp",
       logical_components: [...plan],
       physical_components: physical,
       producer,
     };
-    const bytes = serializeArtifactManifest(manifest);
+    const bytes = ARTIFACT_MANIFEST.serialize(manifest);
     await lease?.check();
-    if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE), bytes)) === "exists") {
+    if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST.fileName), bytes)) === "exists") {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
         `commit ${iterUri}: another commit won; a committed artifact is never committed again.`,
         {
           kind: "refused",
-          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+          subject: `${iterUri}/${ARTIFACT_MANIFEST.fileName}`,
         },
       );
     }
@@ -476,7 +471,11 @@ export class DirectPrimary {
       for await (const info of store.list("")) {
         const [dir, name] = info.key.split("/");
         const iteration = dir === undefined ? undefined : parseIterDir(dir);
-        if (iteration !== undefined && name === ARTIFACT_MANIFEST_FILE && info.key.split("/").length === 2) {
+        if (
+          iteration !== undefined &&
+          name === ARTIFACT_MANIFEST.fileName &&
+          info.key.split("/").length === 2
+        ) {
           if (newest === undefined || iteration > newest) newest = iteration;
         }
       }
@@ -490,12 +489,12 @@ export class DirectPrimary {
 
   /** Reads the root's `latest_checkpoint.txt` and probes the iteration it names. */
   async readPointer(): Promise<PointerState> {
-    const bytes = await readSmallObject(this.root, LATEST_CHECKPOINT_FILE, 1024);
-    const path = `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`;
+    const bytes = await readSmallObject(this.root, LATEST_POINTER.fileName, 1024);
+    const path = `${this.root.uri}/${LATEST_POINTER.fileName}`;
     if (bytes === undefined) return { state: "absent" };
-    let pointer: ReturnType<typeof parseLatestPointer>;
+    let pointer: ReturnType<typeof LATEST_POINTER.parse>;
     try {
-      pointer = parseLatestPointer(bytes, path);
+      pointer = LATEST_POINTER.parse(bytes, path);
     } catch (error) {
       return { state: "invalid", path, message: messageOf(error) };
     }
@@ -534,7 +533,7 @@ export async function probeRemote(
       iteration,
       format: "dcp",
       components: {},
-      problems: [`${CONTROL_MANIFEST_FILE} is missing (a half-written iteration)`],
+      problems: [`${CONTROL_MANIFEST.fileName} is missing (a half-written iteration)`],
     };
   }
   const { manifest } = found;
