@@ -8,6 +8,7 @@ export const ALLOWED_EDGES = {
   errors: [],
   progress: [],
   manifest: ["errors"],
+  diagnostics: ["errors", "manifest"],
   "object-store": ["errors", "progress"],
   tensors: ["errors", "manifest"],
   "archive-reader": ["errors", "progress", "manifest", "object-store", "tensors"],

@@ -20,13 +20,7 @@ import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fetchArtifact } from "@ckpt/archive-reader";
 import { publishArtifact } from "@ckpt/archive-publisher";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  type ArchiveDeclaration,
-  parseStagedRecord,
-  STAGED_RECORD_FILE,
-  sha256Hex,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, STAGED_RECORD, type ArchiveDeclaration, sha256Hex } from "@ckpt/manifest";
 import { type ObjectStore, openStore } from "@ckpt/object-store";
 import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -48,7 +42,7 @@ const REPLACE_KILLS = 24;
 
 /** writeFileAtomic's temporary of the staged native manifest. */
 const MANIFEST_TEMPORARY = new RegExp(
-  `^\\.${ARTIFACT_MANIFEST_FILE.replaceAll(".", "\\.")}\\.tmp-\\d+-[0-9a-f]{12}$`,
+  `^\\.${ARTIFACT_MANIFEST.fileName.replaceAll(".", "\\.")}\\.tmp-\\d+-[0-9a-f]{12}$`,
 );
 
 /** A published archive as the suites read it: its URI, its declaration, and a fingerprint. */
@@ -110,7 +104,7 @@ async function checkStage(
   archives: readonly Archive[],
   foreignInside: ReadonlySet<string>,
 ): Promise<{ label: StagedLabel; source?: Archive }> {
-  const recordBytes = await readFile(join(iterDir, STAGED_RECORD_FILE)).catch(
+  const recordBytes = await readFile(join(iterDir, STAGED_RECORD.fileName)).catch(
     (error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return undefined;
       throw error;
@@ -123,18 +117,18 @@ async function checkStage(
       () => false,
     );
     const stray = (await filesBelow(iterDir)).filter(
-      (p) => !foreignInside.has(p) && !p.startsWith(`.${STAGED_RECORD_FILE}`),
+      (p) => !foreignInside.has(p) && !p.startsWith(`.${STAGED_RECORD.fileName}`),
     );
     if (stray.length > 0)
       throw new Error(`staged copy ${iterDir} holds ${stray.join(", ")} without a record`);
     return { label: exists ? "no-record" : "absent" };
   }
-  const record = parseStagedRecord(recordBytes, join(iterDir, STAGED_RECORD_FILE));
+  const record = STAGED_RECORD.parse(recordBytes, join(iterDir, STAGED_RECORD.fileName));
   const source = sourceOf(archives, record.source.manifest_sha256);
   const label = await checkStaged(iterDir, source.declaration);
   const allowed = new Set(record.files.flatMap((f) => [f.path, `${f.path}.part`]));
   for (const path of await filesBelow(iterDir)) {
-    if (path === STAGED_RECORD_FILE || path.startsWith(`.${STAGED_RECORD_FILE}`)) continue;
+    if (path === STAGED_RECORD.fileName || path.startsWith(`.${STAGED_RECORD.fileName}`)) continue;
     // A kill while the native manifest was being written leaves its temporary (the next run clears it).
     if (MANIFEST_TEMPORARY.test(path)) continue;
     if (!allowed.has(path) && !foreignInside.has(path)) {

@@ -3,16 +3,12 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  STAGED_RECORD,
+  UPLOADED_MARKER,
   type ArchiveDeclaration,
   artifactPayloadFiles,
-  parseArchiveDeclaration,
-  parseArtifactManifest,
-  parseStagedRecord,
-  parseUploadedMarker,
-  STAGED_RECORD_FILE,
-  UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { sha256 } from "./artifact.js";
@@ -61,13 +57,13 @@ export async function checkRemoteArchive(
     else present.set(name, info.size);
   }
   if (present.size === 0) return { label: "empty", probes };
-  if (!present.has(ARCHIVE_DECLARATION_FILE)) {
+  if (!present.has(ARCHIVE_DECLARATION.fileName)) {
     throw new Error(
-      `remote ${base}: objects ${[...present.keys()].join(", ")} without ${ARCHIVE_DECLARATION_FILE}`,
+      `remote ${base}: objects ${[...present.keys()].join(", ")} without ${ARCHIVE_DECLARATION.fileName}`,
     );
   }
-  const declarationBytes = await readObject(store, `${base}${ARCHIVE_DECLARATION_FILE}`);
-  const declaration = parseArchiveDeclaration(declarationBytes, `${base}${ARCHIVE_DECLARATION_FILE}`);
+  const declarationBytes = await readObject(store, `${base}${ARCHIVE_DECLARATION.fileName}`);
+  const declaration = ARCHIVE_DECLARATION.parse(declarationBytes, `${base}${ARCHIVE_DECLARATION.fileName}`);
   if (expected !== undefined) {
     const declared = new Map(declaration.files.map((f) => [f.path, f]));
     for (const [path, want] of expected) {
@@ -83,20 +79,20 @@ export async function checkRemoteArchive(
         throw new Error(`declaration ${base}: declares ${path}, which is not part of the artifact`);
     }
   }
-  if (!present.has(ARTIFACT_MANIFEST_FILE)) {
+  if (!present.has(ARTIFACT_MANIFEST.fileName)) {
     return { label: present.size === 1 ? "declared" : "uploading", declaration, probes };
   }
   // Committed: every declared payload must be there and verified.
-  const manifestBytes = await readObject(store, `${base}${ARTIFACT_MANIFEST_FILE}`);
+  const manifestBytes = await readObject(store, `${base}${ARTIFACT_MANIFEST.fileName}`);
   if (
     sha256(manifestBytes) !== declaration.manifest_sha256 ||
     manifestBytes.length !== declaration.manifest_size
   ) {
     throw new Error(
-      `remote ${base}${ARTIFACT_MANIFEST_FILE}: bytes differ from the declared manifest digest/size`,
+      `remote ${base}${ARTIFACT_MANIFEST.fileName}: bytes differ from the declared manifest digest/size`,
     );
   }
-  const manifest = parseArtifactManifest(manifestBytes, `${base}${ARTIFACT_MANIFEST_FILE}`);
+  const manifest = ARTIFACT_MANIFEST.parse(manifestBytes, `${base}${ARTIFACT_MANIFEST.fileName}`);
   const declared = new Map(declaration.files.map((f) => [f.path, f]));
   for (const payload of artifactPayloadFiles(manifest)) {
     const entry = declared.get(payload.path);
@@ -142,12 +138,12 @@ export async function checkReceipt(
 ): Promise<"receipt" | "no-receipt"> {
   let bytes: Buffer;
   try {
-    bytes = await readFile(join(artifactDir, UPLOADED_MARKER_FILE));
+    bytes = await readFile(join(artifactDir, UPLOADED_MARKER.fileName));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return "no-receipt";
     throw error;
   }
-  const read = parseUploadedMarker(bytes, join(artifactDir, UPLOADED_MARKER_FILE));
+  const read = UPLOADED_MARKER.parse(bytes, join(artifactDir, UPLOADED_MARKER.fileName));
   if (read.legacy) throw new Error("publish wrote a legacy receipt");
   const receipt = read.marker;
   if (remote.label !== "committed")
@@ -197,7 +193,7 @@ export async function checkStaged(iterDir: string, declaration: ArchiveDeclarati
     throw error;
   }
   const declared = new Map(declaration.files.map((f) => [f.path, f]));
-  const recordBytes = await readFile(join(iterDir, STAGED_RECORD_FILE)).catch(
+  const recordBytes = await readFile(join(iterDir, STAGED_RECORD.fileName)).catch(
     (error: NodeJS.ErrnoException) => {
       if (error.code === "ENOENT") return undefined;
       throw error;
@@ -205,31 +201,34 @@ export async function checkStaged(iterDir: string, declaration: ArchiveDeclarati
   );
   if (recordBytes === undefined) {
     const stray = entries.filter(
-      (e) => !e.startsWith(`.${STAGED_RECORD_FILE}`) && !e.startsWith(STAGED_RECORD_FILE),
+      (e) => !e.startsWith(`.${STAGED_RECORD.fileName}`) && !e.startsWith(STAGED_RECORD.fileName),
     );
     if (stray.length > 0)
-      throw new Error(`staging dir ${iterDir} holds ${stray.join(", ")} without ${STAGED_RECORD_FILE}`);
+      throw new Error(`staging dir ${iterDir} holds ${stray.join(", ")} without ${STAGED_RECORD.fileName}`);
     return "no-record";
   }
-  const record = parseStagedRecord(recordBytes, join(iterDir, STAGED_RECORD_FILE));
+  const record = STAGED_RECORD.parse(recordBytes, join(iterDir, STAGED_RECORD.fileName));
   for (const f of record.files) {
     const d = declared.get(f.path);
     if (d === undefined || d.size !== f.size || d.sha256 !== f.sha256) {
       throw new Error(
-        `${STAGED_RECORD_FILE} lists ${f.path} (${f.size}, ${f.sha256}) unlike the declaration`,
+        `${STAGED_RECORD.fileName} lists ${f.path} (${f.size}, ${f.sha256}) unlike the declaration`,
       );
     }
   }
-  const manifestEntry = declared.get(ARTIFACT_MANIFEST_FILE);
+  const manifestEntry = declared.get(ARTIFACT_MANIFEST.fileName);
   if (manifestEntry === undefined) throw new Error("declaration without the native manifest");
-  const localManifest = await fileDigest(join(iterDir, ARTIFACT_MANIFEST_FILE));
+  const localManifest = await fileDigest(join(iterDir, ARTIFACT_MANIFEST.fileName));
   if (!record.complete && localManifest === undefined) return "incomplete";
   // From here every fetched file must be in place and verified.
   if (localManifest === undefined || localManifest.sha256 !== manifestEntry.sha256) {
     throw new Error(`complete staging ${iterDir}: native manifest missing or different`);
   }
-  const manifest = parseArtifactManifest(await readFile(join(iterDir, ARTIFACT_MANIFEST_FILE)), iterDir);
-  const wanted = [ARTIFACT_MANIFEST_FILE, ...artifactPayloadFiles(manifest).map((p) => p.path)];
+  const manifest = ARTIFACT_MANIFEST.parse(
+    await readFile(join(iterDir, ARTIFACT_MANIFEST.fileName)),
+    iterDir,
+  );
+  const wanted = [ARTIFACT_MANIFEST.fileName, ...artifactPayloadFiles(manifest).map((p) => p.path)];
   const owned = new Set(record.files.map((f) => f.path));
   for (const path of wanted) {
     const d = declared.get(path);
@@ -241,7 +240,7 @@ export async function checkStaged(iterDir: string, declaration: ArchiveDeclarati
       );
     }
     if (record.complete && !owned.has(path))
-      throw new Error(`complete ${STAGED_RECORD_FILE} does not own ${path}`);
+      throw new Error(`complete ${STAGED_RECORD.fileName} does not own ${path}`);
   }
   return record.complete ? "complete" : "incomplete+manifest";
 }

@@ -4,12 +4,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  type ArtifactManifest,
-  formatIterDir,
-  serializeArtifactManifest,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, type ArtifactManifest, formatIterDir } from "@ckpt/manifest";
 import { mulberry32 } from "@ckpt/test-utils";
 
 export const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
@@ -95,8 +90,8 @@ export async function writeArtifact(root: string, spec: ArtifactSpec = {}): Prom
       { name: "optim", kind: "dir", path: "optim", files: shardFiles },
     ],
   };
-  const manifestBytes = Buffer.from(serializeArtifactManifest(manifest));
-  await put(ARTIFACT_MANIFEST_FILE, manifestBytes);
+  const manifestBytes = Buffer.from(ARTIFACT_MANIFEST.serialize(manifest));
+  await put(ARTIFACT_MANIFEST.fileName, manifestBytes);
   const runPrefix = RUN.join("/");
   return {
     dir,

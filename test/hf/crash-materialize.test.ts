@@ -13,7 +13,7 @@
 import { cp, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { checkHfDirectory } from "@ckpt/hf-conversion";
-import { hashFile, readMaterializedMarker } from "@ckpt/manifest";
+import { hashFile, MATERIALIZED_MARKER } from "@ckpt/manifest";
 import {
   makeHfFixture,
   makeModelArtifact,
@@ -62,7 +62,7 @@ function materializeArgs(source: string, out: string, force: boolean): string[] 
 
 /** Throws unless `dir` is a complete output marked for `source`: marker, every inventoried file's digest, layout, config. */
 async function assertMarked(dir: string, source: string): Promise<void> {
-  const marker = await readMaterializedMarker(join(dir, ".materialized"));
+  const marker = await MATERIALIZED_MARKER.read(join(dir, ".materialized"));
   expect(marker.source.sha256).toBe(shaOf.get(source));
   for (const entry of marker.shards) {
     expect(await hashFile(join(dir, entry.path)), `${entry.path} of ${dir}`).toEqual({

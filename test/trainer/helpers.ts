@@ -3,13 +3,7 @@
 import { existsSync } from "node:fs";
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  CHECKPOINTS_DIR,
-  LATEST_CHECKPOINT_FILE,
-  ManifestError,
-  parseRunTs,
-  readLatestPointer,
-} from "@ckpt/manifest";
+import { CHECKPOINTS_DIR, LATEST_POINTER, ManifestError, parseRunTs } from "@ckpt/manifest";
 import { verifyTensorFile } from "@ckpt/tensors";
 import { TORCH_PYTHON } from "@ckpt/test-utils";
 import { type NodeCommand, REPO_ROOT, type RunResult, runNode } from "../helpers/crash.js";
@@ -173,7 +167,7 @@ export async function checkLatestPointer(
   const root = join(attemptDir, CHECKPOINTS_DIR);
   let pointer: { iterDirName: string; iteration: number };
   try {
-    pointer = await readLatestPointer(join(root, LATEST_CHECKPOINT_FILE));
+    pointer = await LATEST_POINTER.read(join(root, LATEST_POINTER.fileName));
   } catch (error) {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return undefined;
     throw error;
@@ -207,8 +201,8 @@ export async function firstCheckpoint(outputRoot: string, timeoutMs = 120_000): 
     const [attempt] = await attemptDirs(outputRoot);
     // Only the pointer is read: the live run may be pruning older iterations meanwhile.
     const pointer =
-      attempt === undefined ? undefined : join(attempt, CHECKPOINTS_DIR, LATEST_CHECKPOINT_FILE);
-    if (pointer !== undefined && existsSync(pointer)) return (await readLatestPointer(pointer)).iteration;
+      attempt === undefined ? undefined : join(attempt, CHECKPOINTS_DIR, LATEST_POINTER.fileName);
+    if (pointer !== undefined && existsSync(pointer)) return (await LATEST_POINTER.read(pointer)).iteration;
     if (Date.now() > deadline) throw new Error(`no checkpoint under ${outputRoot} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -1,6 +1,6 @@
 import { basename, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
   type ArtifactManifest,
   type CheckpointFormat,
   commitLast,
@@ -12,7 +12,6 @@ import {
   type PhysicalComponent,
   type PhysicalComponentName,
   physicalComponentPath,
-  serializeArtifactManifest,
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./internal/local.js";
@@ -161,12 +160,12 @@ async function probePresence(dir: string): Promise<Presence> {
 
 /** Refuses when the directory is already committed (anything at the manifest's name counts). */
 export async function refuseIfCommitted(dir: string): Promise<void> {
-  if ((await entryKind(join(dir, ARTIFACT_MANIFEST_FILE))) !== "absent") {
+  if ((await entryKind(join(dir, ARTIFACT_MANIFEST.fileName))) !== "absent") {
     throw new ArchivePublisherError(
       "PUBLISH_ALREADY_COMMITTED",
-      `commit ${dir}: it already holds ${ARTIFACT_MANIFEST_FILE}; a committed artifact is never committed again. ` +
+      `commit ${dir}: it already holds ${ARTIFACT_MANIFEST.fileName}; a committed artifact is never committed again. ` +
         "Publish it as it is, or save the step into a new iteration directory.",
-      { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST_FILE) },
+      { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST.fileName) },
     );
   }
 }
@@ -236,7 +235,7 @@ export async function* commitArtifactIter(
   };
   let bytes: Uint8Array;
   try {
-    bytes = serializeArtifactManifest(manifest);
+    bytes = ARTIFACT_MANIFEST.serialize(manifest);
   } catch (error) {
     throw new ArchivePublisherError(
       "COMMIT_BAD_COMPONENTS",
@@ -246,7 +245,7 @@ export async function* commitArtifactIter(
   }
   // A concurrent committer may have finished while we hashed: check again right before writing.
   await refuseIfCommitted(root);
-  const manifestPath = join(root, ARTIFACT_MANIFEST_FILE);
+  const manifestPath = join(root, ARTIFACT_MANIFEST.fileName);
   const payloadFiles = [
     ...fileComponents,
     ...dirComponents.flatMap((d) => digests.dirs.get(d)!.files.map((f) => join(d, f.path))),

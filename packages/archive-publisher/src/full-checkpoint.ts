@@ -7,10 +7,8 @@ import {
   hashFile,
   mapPool,
   type SizedFileEntry,
-  UPLOADED_MARKER_FILE,
-  UPLOADED_MARKER_RECORD,
+  UPLOADED_MARKER,
   type UploadedMarker,
-  writeRecordFile,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
@@ -51,8 +49,8 @@ export type FullCheckpointEvent =
  */
 function isReceiptBookkeeping(relative: string): boolean {
   return (
-    relative === UPLOADED_MARKER_FILE ||
-    relative === `${UPLOADED_MARKER_FILE}.tmp` ||
+    relative === UPLOADED_MARKER.fileName ||
+    relative === `${UPLOADED_MARKER.fileName}.tmp` ||
     /^\.\.uploaded\.tmp-\d+-[0-9a-f]{12}$/.test(relative)
   );
 }
@@ -182,7 +180,7 @@ async function runUpload(
       { kind: "refused", subject: root },
     );
   }
-  const receipt = join(root, UPLOADED_MARKER_FILE);
+  const receipt = join(root, UPLOADED_MARKER.fileName);
   try {
     const marker: UploadedMarker = {
       schema: "posttrain.archive-marker.v1",
@@ -191,7 +189,7 @@ async function runUpload(
       destination: { ...store.identity },
       files,
     };
-    await writeRecordFile(receipt, UPLOADED_MARKER_RECORD, marker);
+    await UPLOADED_MARKER.write(receipt, marker);
   } catch (error) {
     throw failure(receipt, error, "write");
   }

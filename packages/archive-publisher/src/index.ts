@@ -41,7 +41,6 @@ export {
   publishArtifact,
   publishArtifactIter,
 } from "./publish.js";
-export type { HashEvent } from "./internal/local.js";
 export {
   type FullCheckpointEvent,
   type FullCheckpointReport,

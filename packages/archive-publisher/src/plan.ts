@@ -1,18 +1,18 @@
 import { join } from "node:path";
 import { describeRemoteCheck, judgeRemoteObject, type RemoteObjectCheck } from "@ckpt/archive-reader";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
+  UPLOADED_MARKER,
   type ArtifactManifest,
   artifactPayloadFiles,
   compareCodePoints,
   type Destination,
   type FileEntry,
   LEGACY_ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
   type MergeComplete,
   type PhysicalComponentName,
-  UPLOADED_MARKER_FILE,
   type UploadedMarkerRead,
 } from "@ckpt/manifest";
 import { sameBytes } from "./internal/bytes.js";
@@ -45,11 +45,11 @@ export function selectArchiveFiles(
     size: f.size,
     ...(f.sha256 === undefined ? {} : { sha256: f.sha256 }),
   }));
-  selected.push({ path: ARTIFACT_MANIFEST_FILE, role: "manifest" });
+  selected.push({ path: ARTIFACT_MANIFEST.fileName, role: "manifest" });
   if (records.legacyManifest) selected.push({ path: LEGACY_ARTIFACT_MANIFEST_FILE, role: "legacy-manifest" });
   const merge = records.mergeComplete;
   if (merge !== undefined) {
-    selected.push({ path: MERGE_COMPLETE_FILE, role: "merge-complete" });
+    selected.push({ path: MERGE_COMPLETE.fileName, role: "merge-complete" });
     const diagnostics = merge.diagnostics;
     if (diagnostics !== null && diagnostics.location === "artifact") {
       selected.push({
@@ -147,19 +147,19 @@ function sameIdentity(a: Destination, b: Destination): boolean {
 /** Why the local receipt does not bind this destination to exactly this inventory, if it does not. */
 function receiptProblem(local: LocalArtifact, destination: Destination): string | undefined {
   const read = local.receipt;
-  if (read === undefined) return `there is no readable ${UPLOADED_MARKER_FILE} receipt`;
+  if (read === undefined) return `there is no readable ${UPLOADED_MARKER.fileName} receipt`;
   if (read.legacy)
-    return `the ${UPLOADED_MARKER_FILE} receipt is a legacy one-line marker that records no inventory`;
+    return `the ${UPLOADED_MARKER.fileName} receipt is a legacy one-line marker that records no inventory`;
   const marker = read.marker;
   if (marker.kind !== "artifact" || marker.iteration !== local.iteration) {
-    return `the ${UPLOADED_MARKER_FILE} receipt records a ${marker.kind} of iteration ${marker.iteration}`;
+    return `the ${UPLOADED_MARKER.fileName} receipt records a ${marker.kind} of iteration ${marker.iteration}`;
   }
   if (!sameIdentity(marker.destination, destination)) {
     const { scheme, bucket, prefix } = marker.destination;
-    return `the ${UPLOADED_MARKER_FILE} receipt binds another destination (${scheme} ${bucket}/${prefix})`;
+    return `the ${UPLOADED_MARKER.fileName} receipt binds another destination (${scheme} ${bucket}/${prefix})`;
   }
   if (!sameInventory(local.files, marker.files)) {
-    return `the ${UPLOADED_MARKER_FILE} receipt records another inventory than the manifest and the files present`;
+    return `the ${UPLOADED_MARKER.fileName} receipt records another inventory than the manifest and the files present`;
   }
   return undefined;
 }
@@ -201,17 +201,17 @@ function planReleased(local: LocalArtifact, remote: RemoteState, destination: De
   let lost: string;
   if (remote.manifest === undefined) {
     const checks = local.files
-      .filter((f) => f.path !== ARTIFACT_MANIFEST_FILE)
+      .filter((f) => f.path !== ARTIFACT_MANIFEST.fileName)
       .map((f) => {
         const head = remote.objects?.get(f.path);
         return judgeRemoteObject(f, head === undefined ? undefined : { key: f.path, metadata: {}, ...head });
       });
     const payloads = checks.some((c) => c.status !== "ok") ? `; ${describeProblems(checks)}` : "";
-    lost = `the destination holds no ${ARTIFACT_MANIFEST_FILE}${payloads}`;
+    lost = `the destination holds no ${ARTIFACT_MANIFEST.fileName}${payloads}`;
   } else if (!sameBytes(remote.manifest, local.manifestBytes)) {
-    lost = `the destination holds a different ${ARTIFACT_MANIFEST_FILE}`;
+    lost = `the destination holds a different ${ARTIFACT_MANIFEST.fileName}`;
   } else if (remote.declaration !== undefined && !sameBytes(remote.declaration, local.declarationBytes)) {
-    lost = `the destination declares a different inventory in ${ARCHIVE_DECLARATION_FILE}`;
+    lost = `the destination declares a different inventory in ${ARCHIVE_DECLARATION.fileName}`;
   } else {
     return { action: "skip" };
   }
@@ -219,7 +219,7 @@ function planReleased(local: LocalArtifact, remote: RemoteState, destination: De
     action: "refuse",
     code: "PUBLISH_RELEASED_REMOTE_INVALID",
     reason: `${released} (released after an earlier publish), and the archive its receipt records is no longer there: ${lost}`,
-    subject: ARTIFACT_MANIFEST_FILE,
+    subject: ARTIFACT_MANIFEST.fileName,
   };
 }
 
@@ -251,8 +251,8 @@ export function planPublish(
       return {
         action: "refuse",
         code: "PUBLISH_REMOTE_CONFLICT",
-        reason: `the destination is committed with a different ${ARTIFACT_MANIFEST_FILE}`,
-        subject: ARTIFACT_MANIFEST_FILE,
+        reason: `the destination is committed with a different ${ARTIFACT_MANIFEST.fileName}`,
+        subject: ARTIFACT_MANIFEST.fileName,
       };
     }
     if (!declarationMatches) {
@@ -260,7 +260,7 @@ export function planPublish(
         action: "refuse",
         code: "PUBLISH_REMOTE_CONFLICT",
         reason: "the destination is committed with the same manifest but declares a different inventory",
-        subject: ARTIFACT_MANIFEST_FILE,
+        subject: ARTIFACT_MANIFEST.fileName,
       };
     }
     return receiptMatches(local, destination) ? { action: "skip" } : { action: "adopt" };
@@ -269,14 +269,14 @@ export function planPublish(
     return {
       action: "refuse",
       code: "PUBLISH_DECLARATION_CONFLICT",
-      reason: `the destination already declares a different inventory in ${ARCHIVE_DECLARATION_FILE}`,
-      subject: ARCHIVE_DECLARATION_FILE,
+      reason: `the destination already declares a different inventory in ${ARCHIVE_DECLARATION.fileName}`,
+      subject: ARCHIVE_DECLARATION.fileName,
     };
   }
   const upload: FileEntry[] = [];
   const present: FileEntry[] = [];
   for (const file of local.files) {
-    if (file.path === ARTIFACT_MANIFEST_FILE) continue;
+    if (file.path === ARTIFACT_MANIFEST.fileName) continue;
     const object = remote.objects?.get(file.path);
     if (object !== undefined && object.size === file.size && object.sha256 === file.sha256)
       present.push(file);

@@ -2,17 +2,15 @@ import { rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { judgeRemoteObject, type RemoteObjectCheck, verifyRemoteFiles } from "@ckpt/archive-reader";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  UPLOADED_MARKER,
   type Destination,
   type FileEntry,
   LEGACY_ARTIFACT_MANIFEST_FILE,
-  UPLOADED_MARKER_FILE,
-  UPLOADED_MARKER_RECORD,
   type UploadedMarker,
   artifactPayloadFiles,
   writeFileAtomic,
-  writeRecordFile,
   concurrencyOf,
   mapPool,
 } from "@ckpt/manifest";
@@ -147,15 +145,15 @@ async function readRemoteState(
 ): Promise<{ state: RemoteState; listed?: ReadonlyMap<string, ListedObject> }> {
   const { signal } = run;
   const [declaration, manifest] = await Promise.all([
-    readObject(store, ARCHIVE_DECLARATION_FILE, signal),
-    readObject(store, ARTIFACT_MANIFEST_FILE, signal),
+    readObject(store, ARCHIVE_DECLARATION.fileName, signal),
+    readObject(store, ARTIFACT_MANIFEST.fileName, signal),
   ]);
   if (manifest !== undefined) {
     return { state: { ...(declaration ? { declaration } : {}), manifest } };
   }
   const listed = await storeCall(store, "list", "", () => listObjects(store, signal));
   const sizeOf = (path: string) => listed.get(path)?.size;
-  const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST_FILE && listed.has(f.path));
+  const payloads = local.files.filter((f) => f.path !== ARTIFACT_MANIFEST.fileName && listed.has(f.path));
   const objects = new Map<string, { size: number; sha256?: string }>();
   const candidates = payloads.filter((f) => sizeOf(f.path) === f.size);
   for (const file of payloads) {
@@ -178,7 +176,7 @@ async function readRemoteState(
 
 /** Writes the converted or digest-completed manifest locally, keeping a legacy original beside it. */
 async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
-  const target = join(local.dir, ARTIFACT_MANIFEST_FILE);
+  const target = join(local.dir, ARTIFACT_MANIFEST.fileName);
   try {
     if (
       local.legacyOriginal !== undefined &&
@@ -228,7 +226,7 @@ async function verifyRemote(
   context: string,
 ): Promise<void> {
   const { signal } = run;
-  const check = await storeCall(store, "verify", ARTIFACT_MANIFEST_FILE, () =>
+  const check = await storeCall(store, "verify", ARTIFACT_MANIFEST.fileName, () =>
     verifyRemoteFiles(store, files, { concurrency: run.heads, ...(signal ? { signal } : {}) }),
   );
   if (!check.ok) throw verifyFailure(store, check.objects, code, context, "HEAD of every object");
@@ -422,7 +420,7 @@ async function releasePayloads(
 }
 
 async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<string> {
-  const path = join(local.dir, UPLOADED_MARKER_FILE);
+  const path = join(local.dir, UPLOADED_MARKER.fileName);
   try {
     const marker: UploadedMarker = {
       schema: "posttrain.archive-marker.v1",
@@ -431,7 +429,7 @@ async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<s
       destination: { ...store.identity },
       files: local.files,
     };
-    await writeRecordFile(path, UPLOADED_MARKER_RECORD, marker);
+    await UPLOADED_MARKER.write(path, marker);
   } catch (error) {
     throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `write ${path}: ${messageOf(error)}`, {
       kind: kindOf(error) === "input" ? "failed" : kindOf(error),
@@ -488,12 +486,17 @@ async function runPublish(
     // Every conditional create below is trusted only once the store has shown it enforces them.
     await probeConditionalCreate(store, signal);
     if (plan.createDeclaration) {
-      const outcome = await createAndConfirm(store, ARCHIVE_DECLARATION_FILE, local.declarationBytes, signal);
+      const outcome = await createAndConfirm(
+        store,
+        ARCHIVE_DECLARATION.fileName,
+        local.declarationBytes,
+        signal,
+      );
       if (outcome === "different") {
         throw new ArchivePublisherError(
           "PUBLISH_DECLARATION_CONFLICT",
           `publish ${local.dir}: another publish declared a different inventory at the same moment. ${conflictRemedy(store)}`,
-          { kind: "refused", subject: ARCHIVE_DECLARATION_FILE },
+          { kind: "refused", subject: ARCHIVE_DECLARATION.fileName },
         );
       }
       emit({ type: "declaration", status: outcome === "created" ? "created" : "existing" });
@@ -503,15 +506,15 @@ async function runPublish(
     await uploadPayloads(store, local, plan.upload, emit, run);
     uploaded = plan.upload.map((f) => f.path);
     aborted(signal, local.dir);
-    const committed = await createAndConfirm(store, ARTIFACT_MANIFEST_FILE, local.manifestBytes, signal);
+    const committed = await createAndConfirm(store, ARTIFACT_MANIFEST.fileName, local.manifestBytes, signal);
     if (committed === "different") {
       throw new ArchivePublisherError(
         "PUBLISH_REMOTE_CONFLICT",
-        `publish ${local.dir}: another publish committed a different ${ARTIFACT_MANIFEST_FILE} meanwhile. ${conflictRemedy(store)}`,
-        { kind: "refused", subject: ARTIFACT_MANIFEST_FILE },
+        `publish ${local.dir}: another publish committed a different ${ARTIFACT_MANIFEST.fileName} meanwhile. ${conflictRemedy(store)}`,
+        { kind: "refused", subject: ARTIFACT_MANIFEST.fileName },
       );
     }
-    emit({ type: "committed", key: ARTIFACT_MANIFEST_FILE });
+    emit({ type: "committed", key: ARTIFACT_MANIFEST.fileName });
   }
 
   // A published archive was HEADed file by file in this run: a listing proves it is all still

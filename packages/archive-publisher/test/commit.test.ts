@@ -1,6 +1,6 @@
 import { mkdir, readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { ARTIFACT_MANIFEST_FILE, parseArtifactManifest, sha256Hex } from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, sha256Hex } from "@ckpt/manifest";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, commitArtifactIter, normalizeComponents, planCommit } from "../src/index.js";
 import { payload, tempDir, writeTree } from "./helpers.js";
@@ -86,7 +86,7 @@ describe("commitArtifact", () => {
     );
     expect(result.ignored).toEqual(["optim.pt"]);
     expect(result.bytes).toBe(model.byteLength);
-    const manifest = parseArtifactManifest(await readFile(join(dir, ARTIFACT_MANIFEST_FILE)));
+    const manifest = ARTIFACT_MANIFEST.parse(await readFile(join(dir, ARTIFACT_MANIFEST.fileName)));
     expect(manifest).toEqual({
       schema: "posttrain.checkpoint-artifact.v1",
       iteration: 300,
@@ -123,10 +123,10 @@ describe("commitArtifact", () => {
     const dir = join(await tempDir(), "iter_000000001");
     await writeTree(dir, { "model.pt": payload("a") });
     await commitArtifact(dir, { format: "consolidated", components: ["model"] });
-    const before = await stat(join(dir, ARTIFACT_MANIFEST_FILE));
+    const before = await stat(join(dir, ARTIFACT_MANIFEST.fileName));
     const iter = commitArtifactIter(dir, { format: "consolidated", components: ["model"] });
     await expect(iter.next()).rejects.toMatchObject({ code: "PUBLISH_ALREADY_COMMITTED", kind: "refused" });
-    expect((await stat(join(dir, ARTIFACT_MANIFEST_FILE))).mtimeMs).toBe(before.mtimeMs);
+    expect((await stat(join(dir, ARTIFACT_MANIFEST.fileName))).mtimeMs).toBe(before.mtimeMs);
   });
 
   it("refuses an iteration that does not match the directory, and a non-iter directory", async () => {
@@ -151,6 +151,6 @@ describe("commitArtifact", () => {
     await expect(commitArtifact(dir, { format: "consolidated" })).rejects.toMatchObject({
       code: "COMMIT_COMPONENT_MISSING",
     });
-    await expect(stat(join(dir, ARTIFACT_MANIFEST_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(stat(join(dir, ARTIFACT_MANIFEST.fileName))).rejects.toMatchObject({ code: "ENOENT" });
   });
 });

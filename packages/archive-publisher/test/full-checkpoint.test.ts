@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readUploadedMarker, sha256Hex, UPLOADED_MARKER_FILE } from "@ckpt/manifest";
+import { UPLOADED_MARKER, sha256Hex } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { uploadFullCheckpoint } from "../src/index.js";
@@ -23,7 +23,7 @@ describe("uploadFullCheckpoint", () => {
       { path: "optim/__0_0.distcp", size: 4096 },
       { path: "trainer.pt", size: 100, sha256: sha256Hex(payload("t", 100)) },
     ]);
-    const read = await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE));
+    const read = await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName));
     expect(read.legacy === false && read.marker).toMatchObject({
       kind: "full_checkpoint",
       iteration: 100,
@@ -35,7 +35,7 @@ describe("uploadFullCheckpoint", () => {
     expect(second.uploaded).toEqual([]);
     expect(second.skipped).toEqual(["model.pt", "optim/__0_0.distcp", "trainer.pt"]);
     expect(store.calls.filter((c) => c.op === "put")).toEqual([]);
-    expect(await store.head(UPLOADED_MARKER_FILE)).toBeUndefined();
+    expect(await store.head(UPLOADED_MARKER.fileName)).toBeUndefined();
     expect(await store.head(".uploaded.tmp")).toBeUndefined();
     expect((await readFile(join(dir, ".uploaded.tmp"), "utf8")).length).toBeGreaterThan(0);
   });
@@ -94,7 +94,7 @@ describe("uploadFullCheckpoint", () => {
       code: "FULL_UPLOAD_FAILED",
       kind: "failed",
     });
-    await expect(readFile(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(readFile(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("refuses a directory that is not an iteration", async () => {

@@ -1,12 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
-  serializeMergeComplete,
-  sha256Hex,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, MERGE_COMPLETE, sha256Hex } from "@ckpt/manifest";
 import { createFileStore, createMemoryStore, createS3Store, type ObjectStore } from "@ckpt/object-store";
 import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe } from "vitest";
@@ -102,8 +97,8 @@ export async function writeMergedArtifact(dir: string, extra: Record<string, str
   const committed = await commitArtifact(dir, { format: "consolidated", components: ["model"] });
   const manifestBytes = await readFile(committed.manifestPath);
   await writeFile(
-    join(dir, MERGE_COMPLETE_FILE),
-    serializeMergeComplete({
+    join(dir, MERGE_COMPLETE.fileName),
+    MERGE_COMPLETE.serialize({
       schema: "posttrain.merge-complete.v1",
       tool_version: "ckpt-merge/1",
       request: {
@@ -114,7 +109,11 @@ export async function writeMergedArtifact(dir: string, extra: Record<string, str
         iteration: 300,
       },
       files: [
-        { path: ARTIFACT_MANIFEST_FILE, size: manifestBytes.byteLength, sha256: sha256Hex(manifestBytes) },
+        {
+          path: ARTIFACT_MANIFEST.fileName,
+          size: manifestBytes.byteLength,
+          sha256: sha256Hex(manifestBytes),
+        },
         { path: "model.pt", size: model.byteLength, sha256: sha256Hex(model) },
       ],
       diagnostics: {

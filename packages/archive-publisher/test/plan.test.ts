@@ -1,8 +1,8 @@
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
   type ArtifactManifest,
   LEGACY_ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
   type MergeComplete,
 } from "@ckpt/manifest";
 import fc from "fast-check";
@@ -36,7 +36,7 @@ const local: LocalArtifact = {
   manifestBytes: enc("manifest"),
   manifestRewrite: false,
   files: [
-    { path: ARTIFACT_MANIFEST_FILE, size: 8, sha256: sha("1") },
+    { path: ARTIFACT_MANIFEST.fileName, size: 8, sha256: sha("1") },
     { path: "model/.metadata", size: 1, sha256: sha("a") },
     { path: "model/__0_0.distcp", size: 2, sha256: sha("b") },
   ],
@@ -48,7 +48,7 @@ const local: LocalArtifact = {
 describe("selectArchiveFiles (pure)", () => {
   it("selects payloads, the manifest and only the records that exist", () => {
     expect(selectArchiveFiles(manifest, { legacyManifest: false }).map((f) => [f.path, f.role])).toEqual([
-      [ARTIFACT_MANIFEST_FILE, "manifest"],
+      [ARTIFACT_MANIFEST.fileName, "manifest"],
       ["model/.metadata", "payload"],
       ["model/__0_0.distcp", "payload"],
     ]);
@@ -58,8 +58,8 @@ describe("selectArchiveFiles (pure)", () => {
     expect(
       selectArchiveFiles(manifest, { legacyManifest: true, mergeComplete: merge }).map((f) => f.path),
     ).toEqual([
-      MERGE_COMPLETE_FILE,
-      ARTIFACT_MANIFEST_FILE,
+      MERGE_COMPLETE.fileName,
+      ARTIFACT_MANIFEST.fileName,
       LEGACY_ARTIFACT_MANIFEST_FILE,
       "diag/d.json",
       "model/.metadata",
@@ -205,10 +205,10 @@ describe("planPublish of a released artifact (pure)", () => {
     expect(none).toMatchObject({
       action: "refuse",
       code: "PUBLISH_RELEASED_REMOTE_INVALID",
-      subject: ARTIFACT_MANIFEST_FILE,
+      subject: ARTIFACT_MANIFEST.fileName,
     });
     if (none.action === "refuse") {
-      expect(none.reason).toContain(`holds no ${ARTIFACT_MANIFEST_FILE}`);
+      expect(none.reason).toContain(`holds no ${ARTIFACT_MANIFEST.fileName}`);
       expect(none.reason).toContain("model/.metadata: missing");
       expect(none.reason).toContain("model/__0_0.distcp: missing");
     }
@@ -226,7 +226,7 @@ describe("planPublish of a released artifact (pure)", () => {
       destination,
     );
     if (whole.action !== "refuse") throw new Error(`expected a refusal, got ${whole.action}`);
-    expect(whole.reason.endsWith(`holds no ${ARTIFACT_MANIFEST_FILE}`)).toBe(true);
+    expect(whole.reason.endsWith(`holds no ${ARTIFACT_MANIFEST.fileName}`)).toBe(true);
     for (const [remote, what] of [
       [{ ...committed, manifest: enc("other") }, "a different .posttrain-checkpoint-artifact.json"],
       [{ ...committed, declaration: enc("other") }, "a different inventory in .posttrain-archive.json"],

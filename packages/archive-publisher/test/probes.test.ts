@@ -1,7 +1,7 @@
 // Conditional-create probes a killed publish left behind: recognised by name and size, deleted by
 // the next publish that writes the archive once old enough to be abandoned, nothing else touched.
 import { join } from "node:path";
-import { ARTIFACT_MANIFEST_FILE } from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST } from "@ckpt/manifest";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, type PublishEvent, publishArtifact } from "../src/index.js";
 import { abandonedProbes } from "../src/internal/remote.js";
@@ -83,7 +83,7 @@ describeEachBackend("publish sweeps abandoned probes", (backend) => {
     expect(await store.head(OURS)).toBeUndefined();
     expect((await store.head(lookalike))?.size).toBe(planted.get(lookalike)!.byteLength);
     expect(await store.head(".posttrain-archive.probe-notours")).toBeDefined();
-    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeDefined();
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeDefined();
   });
 
   it("keeps a probe younger than the abandonment age", async () => {

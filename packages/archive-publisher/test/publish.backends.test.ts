@@ -1,16 +1,12 @@
 import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
+  UPLOADED_MARKER,
   LEGACY_ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
-  parseArchiveDeclaration,
-  parseArtifactManifest,
-  readUploadedMarker,
-  serializeArtifactManifest,
   sha256Hex,
-  UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { expect, it } from "vitest";
@@ -42,17 +38,17 @@ describeEachBackend("publishArtifact", (backend) => {
     const store = await backend().open(label());
     const report = await publishArtifact(dir, store);
     expect(report.status).toBe("published");
-    expect(report.inventory.map((f) => f.path)).toEqual([ARTIFACT_MANIFEST_FILE, "model.pt"]);
+    expect(report.inventory.map((f) => f.path)).toEqual([ARTIFACT_MANIFEST.fileName, "model.pt"]);
     expect(report.uploaded).toEqual(["model.pt"]);
     expect(report.destination).toEqual(store.identity);
     expect(await store.head("optim.pt")).toBeUndefined();
-    const declaration = parseArchiveDeclaration(await remoteBytes(store, ARCHIVE_DECLARATION_FILE));
-    const manifestBytes = await readFile(join(dir, ARTIFACT_MANIFEST_FILE));
+    const declaration = ARCHIVE_DECLARATION.parse(await remoteBytes(store, ARCHIVE_DECLARATION.fileName));
+    const manifestBytes = await readFile(join(dir, ARTIFACT_MANIFEST.fileName));
     expect(declaration.manifest_sha256).toBe(sha256Hex(manifestBytes));
     expect(declaration.files).toEqual(report.inventory);
-    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST_FILE), manifestBytes)).toBe(0);
+    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST.fileName), manifestBytes)).toBe(0);
     expect((await store.head("model.pt"))?.sha256).toBe(sha256Hex(payload("model")));
-    const receipt = await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE));
+    const receipt = await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName));
     expect(receipt.legacy).toBe(false);
     if (!receipt.legacy) {
       expect(receipt.marker.kind).toBe("artifact");
@@ -67,10 +63,10 @@ describeEachBackend("publishArtifact", (backend) => {
     await publishArtifact(dir, store);
     const skipped = await publishArtifact(dir, store);
     expect(skipped).toMatchObject({ status: "skipped", uploaded: [] });
-    await rm(join(dir, UPLOADED_MARKER_FILE));
+    await rm(join(dir, UPLOADED_MARKER.fileName));
     const adopted = await publishArtifact(dir, store);
     expect(adopted).toMatchObject({ status: "adopted", uploaded: [] });
-    expect((await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE))).legacy).toBe(false);
+    expect((await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName))).legacy).toBe(false);
   });
 
   it("refuses different contents for a committed destination and leaves it intact", async () => {
@@ -82,7 +78,7 @@ describeEachBackend("publishArtifact", (backend) => {
       kind: "refused",
     });
     expect((await store.head("model.pt"))?.sha256).toBe(sha256Hex(payload("first")));
-    await expect(stat(join(other, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(stat(join(other, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("adds missing digests to the local manifest and declares the bytes it uploads", async () => {
@@ -90,7 +86,7 @@ describeEachBackend("publishArtifact", (backend) => {
     const model = payload("undigested");
     await writeTree(dir, {
       "model.pt": model,
-      [ARTIFACT_MANIFEST_FILE]: serializeArtifactManifest({
+      [ARTIFACT_MANIFEST.fileName]: ARTIFACT_MANIFEST.serialize({
         schema: "posttrain.checkpoint-artifact.v1",
         iteration: 7,
         format: "consolidated",
@@ -101,11 +97,11 @@ describeEachBackend("publishArtifact", (backend) => {
     const store = await backend().open(label());
     const report = await publishArtifact(dir, store);
     expect(report.manifest_rewritten).toBe(true);
-    const local = await readFile(join(dir, ARTIFACT_MANIFEST_FILE));
-    const component = parseArtifactManifest(local).physical_components[0]!;
+    const local = await readFile(join(dir, ARTIFACT_MANIFEST.fileName));
+    const component = ARTIFACT_MANIFEST.parse(local).physical_components[0]!;
     expect(component.kind === "file" && component.sha256).toBe(sha256Hex(model));
-    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST_FILE), local)).toBe(0);
-    const declaration = parseArchiveDeclaration(await remoteBytes(store, ARCHIVE_DECLARATION_FILE));
+    expect(Buffer.compare(await remoteBytes(store, ARTIFACT_MANIFEST.fileName), local)).toBe(0);
+    const declaration = ARCHIVE_DECLARATION.parse(await remoteBytes(store, ARCHIVE_DECLARATION.fileName));
     expect(declaration.manifest_sha256).toBe(sha256Hex(local));
   });
 
@@ -113,17 +109,17 @@ describeEachBackend("publishArtifact", (backend) => {
     const dir = join(await tempDir(), "iter_000000300");
     const model = payload("merged");
     const legacy = `${JSON.stringify({ tool: "merge_model_pt", version: 1, iteration: 300, files: { "model.pt": { size: model.byteLength, sha256: sha256Hex(model) } } })}\n`;
-    await writeTree(dir, { "model.pt": model, [ARTIFACT_MANIFEST_FILE]: legacy });
+    await writeTree(dir, { "model.pt": model, [ARTIFACT_MANIFEST.fileName]: legacy });
     const store = await backend().open(label());
     const report = await publishArtifact(dir, store);
     expect(report.inventory.map((f) => f.path)).toEqual([
-      ARTIFACT_MANIFEST_FILE,
+      ARTIFACT_MANIFEST.fileName,
       LEGACY_ARTIFACT_MANIFEST_FILE,
       "model.pt",
     ]);
     expect(await readFile(join(dir, LEGACY_ARTIFACT_MANIFEST_FILE), "utf8")).toBe(legacy);
     expect((await remoteBytes(store, LEGACY_ARTIFACT_MANIFEST_FILE)).toString("utf8")).toBe(legacy);
-    const converted = parseArtifactManifest(await readFile(join(dir, ARTIFACT_MANIFEST_FILE)));
+    const converted = ARTIFACT_MANIFEST.parse(await readFile(join(dir, ARTIFACT_MANIFEST.fileName)));
     expect(converted).toMatchObject({ iteration: 300, format: "consolidated", producer: "merge_model_pt/1" });
     // A second run finds the converted manifest and the preserved original: nothing to do.
     expect((await publishArtifact(dir, store)).status).toBe("skipped");
@@ -135,8 +131,8 @@ describeEachBackend("publishArtifact", (backend) => {
     const store = await backend().open(label());
     const report = await publishArtifact(dir, store);
     expect(report.inventory.map((f) => f.path)).toEqual([
-      MERGE_COMPLETE_FILE,
-      ARTIFACT_MANIFEST_FILE,
+      MERGE_COMPLETE.fileName,
+      ARTIFACT_MANIFEST.fileName,
       "merge-diagnostics.json",
       "model.pt",
     ]);
@@ -157,8 +153,8 @@ describeEachBackend("publishArtifact", (backend) => {
     expect(report.removed).toEqual(["model/.metadata", "model/__0_0.distcp", "trainer.pt"]);
     expect(report.freed_bytes).toBe(4 + 4096 + 100);
     expect((await readdir(dir)).sort()).toEqual([
-      ARTIFACT_MANIFEST_FILE,
-      UPLOADED_MARKER_FILE,
+      ARTIFACT_MANIFEST.fileName,
+      UPLOADED_MARKER.fileName,
       "unrelated.log",
     ]);
     expect((await store.head("model/__0_0.distcp"))?.size).toBe(4096);
@@ -172,7 +168,7 @@ describeEachBackend("publishArtifact", (backend) => {
       code: "PUBLISH_PAYLOAD_MISMATCH",
       message: expect.stringContaining("is 4095 bytes but recorded as 4096"),
     });
-    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+    expect(await store.head(ARCHIVE_DECLARATION.fileName)).toBeUndefined();
   });
 
   it("refuses bytes that contradict the recorded digest as it uploads them: nothing of them stored, nothing committed", async () => {
@@ -188,10 +184,10 @@ describeEachBackend("publishArtifact", (backend) => {
       message: expect.stringContaining("does not hold the bytes its manifest records"),
     });
     expect(await store.head("model.pt")).toBeUndefined();
-    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
-    await expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
+    await expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
     // The declaration binds the recorded inventory: with the payload restored, the publish resumes.
-    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeDefined();
+    expect(await store.head(ARCHIVE_DECLARATION.fileName)).toBeDefined();
     await writeFile(join(dir, "model.pt"), original);
     expect(await publishArtifact(dir, store)).toMatchObject({ status: "published", uploaded: ["model.pt"] });
   });
@@ -200,12 +196,12 @@ describeEachBackend("publishArtifact", (backend) => {
     const dir = await modelArtifact();
     const store = await backend().open(label());
     await publishArtifact(dir, store);
-    await rm(join(dir, UPLOADED_MARKER_FILE));
+    await rm(join(dir, UPLOADED_MARKER.fileName));
     await writeFile(join(dir, "model.pt"), payload("tampered"));
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({
       code: "PUBLISH_PAYLOAD_MISMATCH",
       subject: join(dir, "model.pt"),
     });
-    await expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+    await expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
   });
 });

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { ARCHIVE_DECLARATION_FILE, ARTIFACT_MANIFEST_FILE, sha256Hex } from "@ckpt/manifest";
+import { ARCHIVE_DECLARATION, ARTIFACT_MANIFEST, sha256Hex } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryFault, type ObjectStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, type PublishEvent, publishArtifact } from "../src/index.js";
@@ -72,7 +72,7 @@ describe("publish concurrency (memory store)", () => {
     ] as const) {
       const dir = await wideArtifact();
       const memory = createMemoryStore({
-        faults: [...slow, { type: "fail", op: "createIfAbsent", key: ARTIFACT_MANIFEST_FILE }],
+        faults: [...slow, { type: "fail", op: "createIfAbsent", key: ARTIFACT_MANIFEST.fileName }],
       });
       await expect(publishArtifact(dir, memory)).rejects.toMatchObject({ code: "PUBLISH_STORE_FAILED" });
       memory.clearFaults();
@@ -89,7 +89,7 @@ describe("publish concurrency (memory store)", () => {
   it("reads a fresh destination with one listing and no HEAD, and HEADs only what is listed at its size", async () => {
     const dir = await wideArtifact();
     const memory = createMemoryStore();
-    await memory.createIfAbsent(ARCHIVE_DECLARATION_FILE, new TextEncoder().encode("another inventory"));
+    await memory.createIfAbsent(ARCHIVE_DECLARATION.fileName, new TextEncoder().encode("another inventory"));
     await expect(publishArtifact(dir, memory)).rejects.toMatchObject({
       code: "PUBLISH_DECLARATION_CONFLICT",
     });

@@ -1,11 +1,6 @@
 import { rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
-  sha256Hex,
-  UPLOADED_MARKER_FILE,
-} from "@ckpt/manifest";
+import { ARCHIVE_DECLARATION, ARTIFACT_MANIFEST, UPLOADED_MARKER, sha256Hex } from "@ckpt/manifest";
 import { createMemoryStore, type ObjectStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, publishArtifact, publishArtifactIter } from "../src/index.js";
@@ -19,7 +14,7 @@ async function artifact(seed = "model"): Promise<string> {
 }
 
 const noReceipt = async (dir: string) =>
-  expect(stat(join(dir, UPLOADED_MARKER_FILE))).rejects.toMatchObject({ code: "ENOENT" });
+  expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
 
 describe("publish under store faults (memory store)", () => {
   it("fails closed when the store ignores conditional creates, before any payload", async () => {
@@ -30,7 +25,7 @@ describe("publish under store faults (memory store)", () => {
       kind: "refused",
     });
     expect(store.calls.filter((c) => c.op === "put")).toEqual([]);
-    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
+    expect(await store.head(ARCHIVE_DECLARATION.fileName)).toBeUndefined();
     await noReceipt(dir);
   });
 
@@ -67,7 +62,7 @@ describe("publish under store faults (memory store)", () => {
       faults: [{ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) }],
     });
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_UPLOAD_VERIFY_FAILED" });
-    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
     await noReceipt(dir);
   });
 
@@ -81,7 +76,7 @@ describe("publish under store faults (memory store)", () => {
         if (prop !== "createIfAbsent") return typeof value === "function" ? value.bind(target) : value;
         return async (...args: Parameters<ObjectStore["createIfAbsent"]>) => {
           const result = await target.createIfAbsent(...args);
-          if (args[0] === ARTIFACT_MANIFEST_FILE) await target.delete("model.pt");
+          if (args[0] === ARTIFACT_MANIFEST.fileName) await target.delete("model.pt");
           return result;
         };
       },
@@ -107,7 +102,7 @@ describe("publish under store faults (memory store)", () => {
     const dir = await artifact();
     const store = createMemoryStore();
     await publishArtifact(dir, store);
-    await rm(join(dir, UPLOADED_MARKER_FILE));
+    await rm(join(dir, UPLOADED_MARKER.fileName));
     store.inject({ type: "lieOnHead", key: "model.pt", sha256: "0".repeat(64) });
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({
       code: "PUBLISH_REMOTE_VERIFY_FAILED",
@@ -120,15 +115,15 @@ describe("publish under store faults (memory store)", () => {
     const dir = await artifact();
     const store = createMemoryStore({ faults: [{ type: "fail", op: "put", key: "trainer.pt", nth: 1 }] });
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({ code: "PUBLISH_STORE_FAILED" });
-    expect(await store.head(ARCHIVE_DECLARATION_FILE)).toBeDefined();
-    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    expect(await store.head(ARCHIVE_DECLARATION.fileName)).toBeDefined();
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
     await noReceipt(dir);
     store.clearCalls();
     const report = await publishArtifact(dir, store);
     expect(report.status).toBe("published");
     expect(report.uploaded).toEqual(["trainer.pt"]);
     expect(store.calls.filter((c) => c.op === "put").map((c) => c.key)).toEqual(["trainer.pt"]);
-    expect(store.calls.some((c) => c.op === "createIfAbsent" && c.key === ARCHIVE_DECLARATION_FILE)).toBe(
+    expect(store.calls.some((c) => c.op === "createIfAbsent" && c.key === ARCHIVE_DECLARATION.fileName)).toBe(
       false,
     );
   });
@@ -166,7 +161,7 @@ describe("publish under store faults (memory store)", () => {
     const dir = await artifact();
     const store = createMemoryStore();
     await publishArtifact(dir, store);
-    await rm(join(dir, UPLOADED_MARKER_FILE));
+    await rm(join(dir, UPLOADED_MARKER.fileName));
     // Same size, other bytes: publish refuses it as a contradiction of the manifest.
     await writeFile(join(dir, "trainer.pt"), payload("other-trainer", 64));
     await expect(publishArtifact(dir, store, { deleteLocal: true })).rejects.toMatchObject({

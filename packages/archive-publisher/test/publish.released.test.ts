@@ -1,11 +1,6 @@
 import { readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
-  serializeArtifactManifest,
-  UPLOADED_MARKER_FILE,
-} from "@ckpt/manifest";
+import { ARCHIVE_DECLARATION, ARTIFACT_MANIFEST, UPLOADED_MARKER } from "@ckpt/manifest";
 import { createMemoryStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, type PublishEvent, publishArtifact } from "../src/index.js";
@@ -60,7 +55,7 @@ describeEachBackend("publish of a released artifact", (backend) => {
     // Releasing again has nothing left to release.
     const again = await publishArtifact(dir, store, { deleteLocal: true });
     expect(again).toMatchObject({ status: "skipped", removed: [], freed_bytes: 0 });
-    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE]);
+    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST.fileName, UPLOADED_MARKER.fileName]);
   });
 
   it("hashes the payloads still present of a partial release and releases them on request", async () => {
@@ -80,7 +75,7 @@ describeEachBackend("publish of a released artifact", (backend) => {
     const released = await publishArtifact(dir, store, { deleteLocal: true });
     expect(released.removed).toEqual(["model/.metadata", "model/__0_0.distcp"]);
     expect(released.freed_bytes).toBe("meta dcp".length + 4096);
-    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE]);
+    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST.fileName, UPLOADED_MARKER.fileName]);
   });
 
   it("refuses a partial release whose present payload changed, before any write", async () => {
@@ -112,25 +107,28 @@ describeEachBackend("publish of a released artifact", (backend) => {
     const message = (error as Error).message;
     expect(message).toContain("model/__1_0.distcp: missing from the destination");
     expect(message).toContain("cannot be re-published from a released copy");
-    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE]);
+    expect((await readdir(dir)).sort()).toEqual([ARTIFACT_MANIFEST.fileName, UPLOADED_MARKER.fileName]);
   });
 
   it("fails the same way when the remote manifest is gone, and uploads nothing", async () => {
     const dir = await dcpArtifact();
     const store = await backend().open(label());
     await publishArtifact(dir, store, { deleteLocal: true });
-    await store.delete(ARTIFACT_MANIFEST_FILE);
+    await store.delete(ARTIFACT_MANIFEST.fileName);
     await store.delete("trainer.pt");
     const error = await publishArtifact(dir, store).then(
       () => undefined,
       (e: unknown) => e,
     );
-    expect(error).toMatchObject({ code: "PUBLISH_RELEASED_REMOTE_INVALID", subject: ARTIFACT_MANIFEST_FILE });
+    expect(error).toMatchObject({
+      code: "PUBLISH_RELEASED_REMOTE_INVALID",
+      subject: ARTIFACT_MANIFEST.fileName,
+    });
     const message = (error as Error).message;
-    expect(message).toContain(`holds no ${ARTIFACT_MANIFEST_FILE}`);
+    expect(message).toContain(`holds no ${ARTIFACT_MANIFEST.fileName}`);
     expect(message).toContain("trainer.pt: missing from the destination");
     expect(message).toContain("cannot be re-published from a released copy");
-    expect(await store.head(ARTIFACT_MANIFEST_FILE)).toBeUndefined();
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
     expect(await store.head("trainer.pt")).toBeUndefined();
   });
 
@@ -144,8 +142,8 @@ describeEachBackend("publish of a released artifact", (backend) => {
       kind: "refused",
       message: expect.stringContaining("receipt binds another destination"),
     });
-    expect(await other.head(ARCHIVE_DECLARATION_FILE)).toBeUndefined();
-    await rm(join(dir, UPLOADED_MARKER_FILE));
+    expect(await other.head(ARCHIVE_DECLARATION.fileName)).toBeUndefined();
+    await rm(join(dir, UPLOADED_MARKER.fileName));
     await expect(publishArtifact(dir, store)).rejects.toMatchObject({
       code: "PUBLISH_PAYLOAD_MISMATCH",
       subject: join(dir, "model/.metadata"),
@@ -180,7 +178,7 @@ describe("publish of a released artifact (memory call log)", () => {
   it("refuses an absent payload whose manifest records no digest: no archive of it can be proven", async () => {
     const dir = join(await tempDir(), "iter_000000007");
     await writeTree(dir, {
-      [ARTIFACT_MANIFEST_FILE]: serializeArtifactManifest({
+      [ARTIFACT_MANIFEST.fileName]: ARTIFACT_MANIFEST.serialize({
         schema: "posttrain.checkpoint-artifact.v1",
         iteration: 7,
         format: "consolidated",

@@ -1,6 +1,6 @@
 import { readFile, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { readStagedRecord } from "@ckpt/manifest";
+import { STAGED_RECORD } from "@ckpt/manifest";
 import { createMemoryStore, type MemoryStore } from "@ckpt/object-store";
 import { drain } from "@ckpt/progress";
 import { makeTempDir } from "@ckpt/test-utils";
@@ -36,7 +36,7 @@ describe("fetch under faults (memory store)", () => {
     expect(report).toMatchObject({ resumedInPlace: 2, downloadedBytes: 4300 });
     expect(gets(store).filter((k) => k === "model.pt")).toHaveLength(3);
     expect(new Uint8Array(await readFile(staged("model.pt")))).toEqual(artifact.files.get("model.pt"));
-    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(true);
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).complete).toBe(true);
   });
 
   it("gives up after resumeRetries breaks without progress, keeping the .part for the next run", async () => {
@@ -55,7 +55,7 @@ describe("fetch under faults (memory store)", () => {
     // The first GET, then three resumes in a row (the last two without progress): the fourth break ends it.
     expect(gets(store).filter((k) => k === "model.pt")).toHaveLength(4);
     expect((await stat(staged("model.pt.part"))).size).toBe(1000);
-    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).complete).toBe(false);
     await expect(stat(staged(".posttrain-checkpoint-artifact.json"))).rejects.toMatchObject({
       code: "ENOENT",
     });
@@ -106,7 +106,7 @@ describe("fetch under faults (memory store)", () => {
       ["trainer.pt", "downloaded"],
       [".posttrain-checkpoint-artifact.json", "downloaded"],
     ]);
-    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(true);
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).complete).toBe(true);
   });
 
   it("re-downloads a staged file whose bytes changed since, keeping the others", async () => {
@@ -136,7 +136,7 @@ describe("fetch under faults (memory store)", () => {
       subject: "model.pt",
     });
     await expect(stat(staged("model.pt.part"))).rejects.toMatchObject({ code: "ENOENT" });
-    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).complete).toBe(false);
   });
 
   it("refuses an object longer than its declared size while streaming", async () => {
@@ -158,7 +158,7 @@ describe("fetch under faults (memory store)", () => {
     for await (const event of fetchArtifactIter(store, root, { concurrency: 3 })) {
       if (event.type === "file-done" && ++finished === 2) break;
     }
-    expect((await readStagedRecord(staged(".staged.json"))).complete).toBe(false);
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).complete).toBe(false);
     // two records, then more files started than a sequential fetch would have by its second file
     const started = store.calls.filter((c) => c.op === "get").length;
     expect(started).toBeGreaterThanOrEqual(3 + 2);
@@ -217,7 +217,7 @@ describe("fetch: what the archive must prove", () => {
     await putArchive(store, makeArtifact(), { withoutDeclaration: true, withoutDigestMetadata: true });
     const report = await fetchArtifact(store, root);
     expect(report).toMatchObject({ declarationSha256: null });
-    expect((await readStagedRecord(staged(".staged.json"))).source.declaration_sha256).toBeNull();
+    expect((await STAGED_RECORD.read(staged(".staged.json"))).source.declaration_sha256).toBeNull();
   });
 
   it("reads a legacy file artifact whose object metadata carries the digests", async () => {

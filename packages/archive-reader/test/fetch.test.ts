@@ -1,6 +1,6 @@
 import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { readStagedRecord } from "@ckpt/manifest";
+import { STAGED_RECORD } from "@ckpt/manifest";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, expect, it } from "vitest";
 import { type FetchEvent, fetchArtifact, fetchArtifactIter } from "../src/index.js";
@@ -79,7 +79,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     expect(new Uint8Array(await readFile(join(stagedDir, "model.pt")))).toEqual(
       artifact.files.get("model.pt"),
     );
-    const record = await readStagedRecord(join(stagedDir, ".staged.json"));
+    const record = await STAGED_RECORD.read(join(stagedDir, ".staged.json"));
     expect(record).toMatchObject({
       complete: true,
       iteration: 300,
@@ -145,7 +145,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
       code: "READER_REMOTE_INCOMPLETE",
       subject: "model/__1_0.distcp",
     });
-    const record = await readStagedRecord(join(root, "iter_000000300", ".staged.json"));
+    const record = await STAGED_RECORD.read(join(root, "iter_000000300", ".staged.json"));
     expect(record.complete).toBe(false);
     expect(record.files.map((f) => f.path)).toContain("model/__1_0.distcp");
     await expect(
@@ -160,7 +160,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     await putArchive(store, makeArtifact({ dcpModel: shards }));
     const root = await dst();
     await expect(fetchArtifact(store, root)).rejects.toMatchObject({ code: "READER_DCP_INCOMPLETE" });
-    expect((await readStagedRecord(join(root, "iter_000000300", ".staged.json"))).complete).toBe(false);
+    expect((await STAGED_RECORD.read(join(root, "iter_000000300", ".staged.json"))).complete).toBe(false);
   });
 
   it("refuses a directory holding files without its record, leaving it byte-identical", async () => {
@@ -187,7 +187,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     await mkdir(stagedDir, { recursive: true });
     await writeFile(join(stagedDir, "..staged.json.tmp-999999999-0123456789ab"), '{"schema":');
     await fetchArtifact(store, root);
-    expect((await readStagedRecord(join(stagedDir, ".staged.json"))).complete).toBe(true);
+    expect((await STAGED_RECORD.read(join(stagedDir, ".staged.json"))).complete).toBe(true);
     expect((await readdir(stagedDir)).some((name) => name.includes(".tmp-"))).toBe(false);
   });
 
@@ -246,7 +246,7 @@ describeEachBackend("fetchArtifact", (makeStore) => {
     ]);
     expect(new Uint8Array(await readFile(join(stagedDir, "model.pt")))).toEqual(next.files.get("model.pt"));
     expect(await readFile(join(stagedDir, "operator-notes.txt"), "utf8")).toBe("not ckpt's");
-    expect((await readStagedRecord(join(stagedDir, ".staged.json"))).source.uri).toBe(second.uri);
+    expect((await STAGED_RECORD.read(join(stagedDir, ".staged.json"))).source.uri).toBe(second.uri);
   });
 
   it("continues a partial .part with a ranged GET and verifies the whole file", async () => {

@@ -4,14 +4,12 @@ import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "n
 import { hostname } from "node:os";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
   CURRENT_CONVERSION_VERSION,
   hashFile,
-  OVERLAY_SOURCE_SCHEMA,
   openFileByteSource,
-  readMaterializedMarker,
-  serializeArtifactManifest,
-  serializeOverlaySource,
 } from "@ckpt/manifest";
 import { drain } from "@ckpt/progress";
 import { openHfDirectory, openTorchFile } from "@ckpt/tensors";
@@ -73,7 +71,7 @@ const siblings = async (out: string) => (await readdir(join(out, ".."))).sort();
 
 /** The marker's shard inventory (digests taken while writing) against the files as they are on disk. */
 async function expectInventoryOnDisk(out: string): Promise<void> {
-  const marker = await readMaterializedMarker(join(out, ".materialized"));
+  const marker = await MATERIALIZED_MARKER.read(join(out, ".materialized"));
   for (const entry of marker.shards) {
     const digest = await hashFile(join(out, ...entry.path.split("/")));
     expect({ size: digest.size, sha256: digest.sha256 }, entry.path).toEqual({
@@ -106,7 +104,7 @@ describe("materialize a dense artifact", () => {
     ]) {
       expect(await readFile(join(out, name))).toEqual(await readFile(join(dense.base, name)));
     }
-    const marker = await readMaterializedMarker(join(out, ".materialized"));
+    const marker = await MATERIALIZED_MARKER.read(join(out, ".materialized"));
     expect(marker).toMatchObject({
       conversion_version: "materialize_model_pt_to_hf/3",
       source: { source: join(denseA, "model.pt") },
@@ -156,7 +154,7 @@ describe("materialize a dense artifact", () => {
     expect(await snapshot(out)).toEqual(before);
     const forced = await materializeHf(request(denseB, dense.base, out, { force: true }));
     expect(forced.action).toBe("built");
-    expect((await readMaterializedMarker(join(out, ".materialized"))).source.sha256).toBe(
+    expect((await MATERIALIZED_MARKER.read(join(out, ".materialized"))).source.sha256).toBe(
       forced.marker.source.sha256,
     );
     expect(await siblings(out)).toEqual(["teacher"]);
@@ -185,9 +183,9 @@ describe("materialize a dense artifact", () => {
     const before = await snapshot(out);
     // An artifact whose manifest records another digest for its model.pt: found once the bytes are hashed.
     const lying = await makeArtifact(join(root, "art-lying"), dense.expert(1));
-    const manifest = JSON.parse(await readFile(join(lying, ARTIFACT_MANIFEST_FILE), "utf8"));
+    const manifest = JSON.parse(await readFile(join(lying, ARTIFACT_MANIFEST.fileName), "utf8"));
     manifest.physical_components[0].sha256 = "0".repeat(64);
-    await writeFile(join(lying, ARTIFACT_MANIFEST_FILE), serializeArtifactManifest(manifest));
+    await writeFile(join(lying, ARTIFACT_MANIFEST.fileName), ARTIFACT_MANIFEST.serialize(manifest));
     const error = await materializeHf(request(lying, dense.base, out, { force: true, verify: false })).catch(
       (e) => e,
     );
@@ -383,8 +381,8 @@ describe("crash recovery", () => {
     // A real unfinished build's overlay record (an empty-JSON one would make the tree foreign).
     await writeFile(
       join(`${out}.tmp`, ".overlay_source.json"),
-      serializeOverlaySource({
-        schema: OVERLAY_SOURCE_SCHEMA,
+      OVERLAY_SOURCE.serialize({
+        schema: OVERLAY_SOURCE.version,
         conversion_version: CURRENT_CONVERSION_VERSION,
         source: { source: join(denseA, "model.pt"), size: 1, sha256: null },
         base: { source: dense.base, fingerprint: "0".repeat(64) },

@@ -5,7 +5,6 @@ export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/manifest raises (documented in docs/troubleshooting.md). */
 export type ManifestErrorCode =
   | "FILE_COMPARE_FAILED"
-  | "FINGERPRINT_NOT_A_DIRECTORY"
   | "FS_FSYNC_FAILED"
   | "FS_LIST_FAILED"
   | "FS_REMOVE_FAILED"
@@ -64,8 +63,7 @@ export type ManifestErrorCode =
   | "RECORD_UNKNOWN_FIELD"
   | "RECORD_UNKNOWN_VERSION"
   | "RECORD_WRONG_COUNT"
-  | "RECORD_WRONG_TYPE"
-  | "STORAGE_PROBE_NOT_A_DIRECTORY";
+  | "RECORD_WRONG_TYPE";
 
 /**
  * The one error class of @ckpt/manifest. `code` is stable (documented in docs/troubleshooting.md);

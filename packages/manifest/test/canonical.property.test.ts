@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseUploadedMarker, serializeUploadedMarker, type UploadedMarker } from "../src/index.js";
+import { UPLOADED_MARKER, type UploadedMarker } from "../src/index.js";
 
 const segment = fc
   .stringMatching(/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,11}$/)
@@ -28,12 +28,12 @@ describe("canonical serialization", () => {
   it("is independent of inventory order and a fixed point of parse ∘ serialize", () => {
     fc.assert(
       fc.property(marker, fc.func(fc.integer()), (m, rank) => {
-        const bytes = serializeUploadedMarker(m);
+        const bytes = UPLOADED_MARKER.serialize(m);
         const shuffled = { ...m, files: [...m.files].sort((a, b) => rank(a.path) - rank(b.path)) };
-        expect(serializeUploadedMarker(shuffled)).toEqual(bytes);
-        const read = parseUploadedMarker(bytes);
+        expect(UPLOADED_MARKER.serialize(shuffled)).toEqual(bytes);
+        const read = UPLOADED_MARKER.parse(bytes);
         expect(read.legacy).toBe(false);
-        if (!read.legacy) expect(serializeUploadedMarker(read.marker)).toEqual(bytes);
+        if (!read.legacy) expect(UPLOADED_MARKER.serialize(read.marker)).toEqual(bytes);
       }),
       { numRuns: 200 },
     );

@@ -5,16 +5,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  readArchiveDeclaration,
-  readArtifactManifest,
-  readControlManifest,
-  readLatestPointer,
-  readMaterializedMarker,
-  readMergeComplete,
-  readMultiRoleSuccess,
-  readOverlaySource,
-  readStagedRecord,
-  readUploadedMarker,
+  ARTIFACT_MANIFEST,
+  ARCHIVE_DECLARATION,
+  UPLOADED_MARKER,
+  STAGED_RECORD,
+  MERGE_COMPLETE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
+  CONTROL_MANIFEST,
+  MULTI_ROLE_SUCCESS,
+  LATEST_POINTER,
 } from "../src/index.js";
 
 const CORPUS = join(import.meta.dirname, "corpus");
@@ -22,16 +22,16 @@ const CORPUS = join(import.meta.dirname, "corpus");
 const MAX_CASE_MS = 1500;
 
 const READERS: Record<string, (path: string) => Promise<unknown>> = {
-  "artifact-manifest": readArtifactManifest,
-  "archive-declaration": readArchiveDeclaration,
-  uploaded: readUploadedMarker,
-  staged: readStagedRecord,
-  "merge-complete": readMergeComplete,
-  materialized: readMaterializedMarker,
-  "overlay-source": readOverlaySource,
-  "control-manifest": readControlManifest,
-  "multi-role-success": readMultiRoleSuccess,
-  "latest-pointer": readLatestPointer,
+  "artifact-manifest": ARTIFACT_MANIFEST.read,
+  "archive-declaration": ARCHIVE_DECLARATION.read,
+  uploaded: UPLOADED_MARKER.read,
+  staged: STAGED_RECORD.read,
+  "merge-complete": MERGE_COMPLETE.read,
+  materialized: MATERIALIZED_MARKER.read,
+  "overlay-source": OVERLAY_SOURCE.read,
+  "control-manifest": CONTROL_MANIFEST.read,
+  "multi-role-success": MULTI_ROLE_SUCCESS.read,
+  "latest-pointer": LATEST_POINTER.read,
 };
 
 type Expected = Record<string, { record: string; code: string; note: string }>;
@@ -81,7 +81,7 @@ describe("files that must be refused without being read", () => {
     const handle = await open(path, "w");
     await handle.truncate(1024 ** 3);
     await handle.close();
-    const { error, ms } = await refusal(readArtifactManifest, path);
+    const { error, ms } = await refusal(ARTIFACT_MANIFEST.read, path);
     expect(error).toMatchObject({ code: "RECORD_TOO_LARGE" });
     expect(error?.message).toContain(path);
     expect(ms).toBeLessThan(200);
@@ -90,7 +90,7 @@ describe("files that must be refused without being read", () => {
   it("refuses a FIFO planted under a record name instead of blocking on it", async () => {
     const path = join(dir, ".staged.json");
     execFileSync("mkfifo", [path]);
-    const { error, ms } = await refusal(readStagedRecord, path);
+    const { error, ms } = await refusal(STAGED_RECORD.read, path);
     expect(error).toMatchObject({ code: "RECORD_NOT_A_FILE" });
     expect(ms).toBeLessThan(MAX_CASE_MS);
   });

@@ -1,11 +1,7 @@
 import { describe, expect, it } from "vitest";
-import {
-  assertRunTs,
-  assertSafeRelativePath,
-  formatIterDir,
-  ManifestError,
-  parseStrictJson,
-} from "../src/index.js";
+import { formatIterDir, ManifestError, parseStrictJson } from "../src/index.js";
+import { assertRunTs } from "../src/layout/run-ts.js";
+import { assertSafeRelativePath } from "../src/paths/safe.js";
 
 // Before @ckpt/errors, ManifestError defaulted a missing kind to `input`; these sites relied on it.
 describe("ManifestError kinds", () => {

@@ -13,15 +13,15 @@ import type {
   UploadedMarker,
 } from "../src/index.js";
 import {
-  serializeArchiveDeclaration,
-  serializeArtifactManifest,
-  serializeControlManifest,
-  serializeMaterializedMarker,
-  serializeMergeComplete,
-  serializeMultiRoleSuccess,
-  serializeOverlaySource,
-  serializeStagedRecord,
-  serializeUploadedMarker,
+  ARTIFACT_MANIFEST,
+  ARCHIVE_DECLARATION,
+  UPLOADED_MARKER,
+  STAGED_RECORD,
+  MERGE_COMPLETE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
+  CONTROL_MANIFEST,
+  MULTI_ROLE_SUCCESS,
 } from "../src/index.js";
 
 /** A deterministic fake digest, so examples are stable and readable. */
@@ -60,7 +60,7 @@ export const dcpArtifactManifest: ArtifactManifest = {
   ],
 };
 
-export const manifestBytes = serializeArtifactManifest(artifactManifest);
+export const manifestBytes = ARTIFACT_MANIFEST.serialize(artifactManifest);
 const manifestSha = createHash("sha256").update(manifestBytes).digest("hex");
 
 export const archiveDeclaration: ArchiveDeclaration = {
@@ -197,23 +197,23 @@ export const EXAMPLES: ReadonlyArray<{ file: string; label: string; bytes: () =>
   {
     file: ".posttrain-checkpoint-artifact.json",
     label: "dcp",
-    bytes: () => serializeArtifactManifest(dcpArtifactManifest),
+    bytes: () => ARTIFACT_MANIFEST.serialize(dcpArtifactManifest),
   },
   {
     file: ".posttrain-archive.json",
     label: "",
-    bytes: () => serializeArchiveDeclaration(archiveDeclaration),
+    bytes: () => ARCHIVE_DECLARATION.serialize(archiveDeclaration),
   },
-  { file: ".uploaded", label: "artifact", bytes: () => serializeUploadedMarker(uploadedMarker) },
+  { file: ".uploaded", label: "artifact", bytes: () => UPLOADED_MARKER.serialize(uploadedMarker) },
   {
     file: ".uploaded",
     label: "full_checkpoint",
-    bytes: () => serializeUploadedMarker(fullCheckpointUploadedMarker),
+    bytes: () => UPLOADED_MARKER.serialize(fullCheckpointUploadedMarker),
   },
-  { file: ".staged.json", label: "", bytes: () => serializeStagedRecord(stagedRecord) },
-  { file: ".merge-complete.json", label: "", bytes: () => serializeMergeComplete(mergeComplete) },
-  { file: ".materialized", label: "", bytes: () => serializeMaterializedMarker(materializedMarker) },
-  { file: ".overlay_source.json", label: "", bytes: () => serializeOverlaySource(overlaySource) },
-  { file: ".posttrain-manifest.json", label: "", bytes: () => serializeControlManifest(controlManifest) },
-  { file: "_SUCCESS", label: "", bytes: () => serializeMultiRoleSuccess(multiRoleSuccess) },
+  { file: ".staged.json", label: "", bytes: () => STAGED_RECORD.serialize(stagedRecord) },
+  { file: ".merge-complete.json", label: "", bytes: () => MERGE_COMPLETE.serialize(mergeComplete) },
+  { file: ".materialized", label: "", bytes: () => MATERIALIZED_MARKER.serialize(materializedMarker) },
+  { file: ".overlay_source.json", label: "", bytes: () => OVERLAY_SOURCE.serialize(overlaySource) },
+  { file: ".posttrain-manifest.json", label: "", bytes: () => CONTROL_MANIFEST.serialize(controlManifest) },
+  { file: "_SUCCESS", label: "", bytes: () => MULTI_ROLE_SUCCESS.serialize(multiRoleSuccess) },
 ];

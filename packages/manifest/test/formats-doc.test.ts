@@ -3,16 +3,16 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   canonicalJson,
-  parseArchiveDeclaration,
-  parseArtifactManifest,
-  parseControlManifest,
-  parseLatestPointer,
-  parseMaterializedMarker,
-  parseMergeComplete,
-  parseMultiRoleSuccess,
-  parseOverlaySource,
-  parseStagedRecord,
-  parseUploadedMarker,
+  ARTIFACT_MANIFEST,
+  ARCHIVE_DECLARATION,
+  UPLOADED_MARKER,
+  STAGED_RECORD,
+  MERGE_COMPLETE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
+  CONTROL_MANIFEST,
+  MULTI_ROLE_SUCCESS,
+  LATEST_POINTER,
 } from "../src/index.js";
 import { EXAMPLES } from "./examples.js";
 
@@ -21,19 +21,19 @@ const text = readFileSync(DOC, "utf8");
 const enc = (s: string) => new TextEncoder().encode(s);
 
 const PARSERS: Record<string, (bytes: Uint8Array, name: string) => unknown> = {
-  ".posttrain-checkpoint-artifact.json": parseArtifactManifest,
-  ".posttrain-archive.json": parseArchiveDeclaration,
+  ".posttrain-checkpoint-artifact.json": ARTIFACT_MANIFEST.parse,
+  ".posttrain-archive.json": ARCHIVE_DECLARATION.parse,
   ".uploaded": (bytes, name) => {
-    const read = parseUploadedMarker(bytes, name);
+    const read = UPLOADED_MARKER.parse(bytes, name);
     expect(read.legacy).toBe(false);
     return read;
   },
-  ".staged.json": parseStagedRecord,
-  ".merge-complete.json": parseMergeComplete,
-  ".materialized": parseMaterializedMarker,
-  ".overlay_source.json": parseOverlaySource,
-  ".posttrain-manifest.json": parseControlManifest,
-  _SUCCESS: parseMultiRoleSuccess,
+  ".staged.json": STAGED_RECORD.parse,
+  ".merge-complete.json": MERGE_COMPLETE.parse,
+  ".materialized": MATERIALIZED_MARKER.parse,
+  ".overlay_source.json": OVERLAY_SOURCE.parse,
+  ".posttrain-manifest.json": CONTROL_MANIFEST.parse,
+  _SUCCESS: MULTI_ROLE_SUCCESS.parse,
 };
 
 const blocks = [...text.matchAll(/<!-- example: (\S+)(?: (\S+))? -->\n```json\n([\s\S]*?)```/g)].map((m) => ({
@@ -64,6 +64,6 @@ describe("docs/formats.md", () => {
   it("shows a latest_checkpoint.txt that parses", () => {
     const pointer = /## `latest_checkpoint\.txt`[\s\S]*?```text\n(.*)\n```/.exec(text);
     expect(pointer).not.toBeNull();
-    expect(parseLatestPointer(enc(pointer![1]!)).iteration).toBe(100);
+    expect(LATEST_POINTER.parse(enc(pointer![1]!)).iteration).toBe(100);
   });
 });

@@ -3,21 +3,19 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   artifactPrefixFor,
-  artifactsPrefixFor,
-  assertRunTs,
   checkpointPrefixFor,
-  checkpointRootDir,
   classifyIterPath,
   defaultCheckpointPrefix,
   formatIterDir,
   formatRunTs,
   isRunTs,
-  mintRunTs,
   parseIterDir,
   parseRunTs,
-  requireIterDir,
   runAttemptDir,
 } from "../src/index.js";
+import { requireIterDir } from "../src/layout/iter.js";
+import { artifactsPrefixFor, checkpointRootDir } from "../src/layout/prefixes.js";
+import { assertRunTs, mintRunTs } from "../src/layout/run-ts.js";
 
 const run = { project: "vlm", group: "grpo", name: "run-a", runTs: "20260901120000" };
 

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { assertSafeRelativePath, pathProblem, resolveInside } from "../src/index.js";
+import { assertSafeRelativePath, pathProblem, resolveInside } from "../src/paths/safe.js";
 
 describe("pathProblem", () => {
   it.each([

@@ -3,37 +3,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  ARTIFACT_MANIFEST_RECORD,
-  MERGE_COMPLETE_RECORD,
+  UPLOADED_MARKER,
+  ARTIFACT_MANIFEST,
+  ARCHIVE_DECLARATION,
+  STAGED_RECORD,
+  MERGE_COMPLETE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
+  CONTROL_MANIFEST,
+  MULTI_ROLE_SUCCESS,
+  LATEST_POINTER,
   artifactPayloadFiles,
   canonicalJson,
   logicalComponentOf,
-  parseArchiveDeclaration,
-  parseArtifactManifest,
-  parseLatestPointer,
-  parseMergeComplete,
-  parseMultiRoleSuccess,
-  parseUploadedMarker,
-  readArtifactManifest,
-  readLatestPointer,
-  readMergeComplete,
-  readUploadedMarker,
-  serializeArtifactManifest,
-  serializeLatestPointer,
-  serializeMergeComplete,
-  serializeRecord,
-  serializeUploadedMarker,
-  validateArchiveDeclaration,
-  validateArtifactManifest,
-  validateControlManifest,
-  validateMaterializedMarker,
-  validateMergeComplete,
-  validateMultiRoleSuccess,
-  validateOverlaySource,
-  validateStagedRecord,
-  validateUploadedMarker,
-  writeRecordFile,
 } from "../src/index.js";
+import { serializeRecord } from "../src/records/common.js";
 import * as ex from "./examples.js";
 
 const enc = (text: string) => new TextEncoder().encode(text);
@@ -83,11 +67,11 @@ describe("canonical JSON", () => {
 
   it("writes inventories sorted by path, so the same inventory gives the same digest", () => {
     const reversed = { ...ex.uploadedMarker, files: [...ex.uploadedMarker.files].reverse() };
-    expect(dec(serializeUploadedMarker(reversed))).toBe(dec(serializeUploadedMarker(ex.uploadedMarker)));
+    expect(dec(UPLOADED_MARKER.serialize(reversed))).toBe(dec(UPLOADED_MARKER.serialize(ex.uploadedMarker)));
   });
 
   it("orders physical components canonically and their file inventories by path", () => {
-    const m = parseArtifactManifest(serializeArtifactManifest(ex.dcpArtifactManifest));
+    const m = ARTIFACT_MANIFEST.parse(ARTIFACT_MANIFEST.serialize(ex.dcpArtifactManifest));
     expect(m.physical_components.map((c) => c.name)).toEqual(["model", "trainer"]);
     const model = m.physical_components[0]!;
     expect(model.kind === "dir" && model.files.map((f) => f.path)).toEqual([
@@ -114,7 +98,7 @@ describe("artifact manifest", () => {
     const m = clone(ex.artifactManifest);
     const c = m.physical_components[0]!;
     if (c.kind === "file") delete c.sha256;
-    expect(validateArtifactManifest(m).ok).toBe(true);
+    expect(ARTIFACT_MANIFEST.validate(m).ok).toBe(true);
   });
 
   it("accepts a sharded optim under consolidated", () => {
@@ -126,7 +110,7 @@ describe("artifact manifest", () => {
       path: "optim",
       files: [{ path: "__0_0.distcp", size: 1 }],
     });
-    expect(validateArtifactManifest(m).ok).toBe(true);
+    expect(ARTIFACT_MANIFEST.validate(m).ok).toBe(true);
   });
 
   const bad: Array<
@@ -217,17 +201,17 @@ describe("artifact manifest", () => {
   it.each(bad)("refuses %s", (_label, mutate, code, field) => {
     const m = clone(ex.artifactManifest);
     mutate(m);
-    const e = errorOf(validateArtifactManifest(m, "iter_000000300/.posttrain-checkpoint-artifact.json"));
+    const e = errorOf(ARTIFACT_MANIFEST.validate(m, "iter_000000300/.posttrain-checkpoint-artifact.json"));
     expect(e).toMatchObject({ code, field, file: "iter_000000300/.posttrain-checkpoint-artifact.json" });
     expect(e.message).toContain("iter_000000300/.posttrain-checkpoint-artifact.json");
-    expect(() => serializeRecord(ARTIFACT_MANIFEST_RECORD, m)).toThrow(expect.objectContaining({ code }));
+    expect(() => serializeRecord(ARTIFACT_MANIFEST, m)).toThrow(expect.objectContaining({ code }));
   });
 
   it("refuses a directory component with an unsafe file path", () => {
     const m = clone(ex.dcpArtifactManifest);
     const c = m.physical_components[1]!;
     if (c.kind === "dir") c.files[0]!.path = "a//b";
-    expect(errorOf(validateArtifactManifest(m))).toMatchObject({
+    expect(errorOf(ARTIFACT_MANIFEST.validate(m))).toMatchObject({
       code: "PATH_EMPTY_SEGMENT",
       field: "physical_components[1].files[0].path",
     });
@@ -235,12 +219,12 @@ describe("artifact manifest", () => {
 
   it("reads a file and names it in errors", async () => {
     const good = join(dir, "good.json");
-    await writeFile(good, serializeArtifactManifest(ex.artifactManifest));
-    expect(await readArtifactManifest(good)).toEqual(ex.artifactManifest);
-    await expect(readArtifactManifest(join(dir, "missing.json"))).rejects.toMatchObject({
+    await writeFile(good, ARTIFACT_MANIFEST.serialize(ex.artifactManifest));
+    expect(await ARTIFACT_MANIFEST.read(good)).toEqual(ex.artifactManifest);
+    await expect(ARTIFACT_MANIFEST.read(join(dir, "missing.json"))).rejects.toMatchObject({
       code: "RECORD_NOT_FOUND",
     });
-    await expect(readArtifactManifest(dir)).rejects.toMatchObject({ code: "RECORD_NOT_A_FILE" });
+    await expect(ARTIFACT_MANIFEST.read(dir)).rejects.toMatchObject({ code: "RECORD_NOT_A_FILE" });
   });
 });
 
@@ -248,35 +232,37 @@ describe("archive declaration", () => {
   it("requires the native manifest in the inventory, matching its digest", () => {
     const d = clone(ex.archiveDeclaration);
     d.files = d.files.filter((f) => f.path !== ".posttrain-checkpoint-artifact.json");
-    expect(errorOf(validateArchiveDeclaration(d))).toMatchObject({
+    expect(errorOf(ARCHIVE_DECLARATION.validate(d))).toMatchObject({
       code: "RECORD_INCONSISTENT",
       field: "files",
     });
     const e = clone(ex.archiveDeclaration);
     e.manifest_size += 1;
-    expect(errorOf(validateArchiveDeclaration(e)).code).toBe("RECORD_INCONSISTENT");
+    expect(errorOf(ARCHIVE_DECLARATION.validate(e)).code).toBe("RECORD_INCONSISTENT");
   });
 
   it("refuses bookkeeping files and duplicate paths in the inventory", () => {
     const d = clone(ex.archiveDeclaration);
     d.files.push({ path: ".uploaded", size: 1, sha256: ex.digestOf("u") });
-    expect(errorOf(validateArchiveDeclaration(d)).code).toBe("RECORD_INCONSISTENT");
+    expect(errorOf(ARCHIVE_DECLARATION.validate(d)).code).toBe("RECORD_INCONSISTENT");
     const e = clone(ex.archiveDeclaration);
     e.files.push({ ...e.files[0]! });
-    expect(errorOf(validateArchiveDeclaration(e))).toMatchObject({
+    expect(errorOf(ARCHIVE_DECLARATION.validate(e))).toMatchObject({
       code: "RECORD_DUPLICATE_PATH",
       field: "files[4].path",
     });
   });
 
   it("parses its own bytes", () => {
-    expect(parseArchiveDeclaration(enc(canonicalJson(ex.archiveDeclaration)))).toEqual(ex.archiveDeclaration);
+    expect(ARCHIVE_DECLARATION.parse(enc(canonicalJson(ex.archiveDeclaration)))).toEqual(
+      ex.archiveDeclaration,
+    );
   });
 });
 
 describe(".uploaded", () => {
   it("reads a JSON receipt", () => {
-    expect(parseUploadedMarker(serializeUploadedMarker(ex.uploadedMarker))).toEqual({
+    expect(UPLOADED_MARKER.parse(UPLOADED_MARKER.serialize(ex.uploadedMarker))).toEqual({
       legacy: false,
       marker: {
         ...ex.uploadedMarker,
@@ -286,35 +272,35 @@ describe(".uploaded", () => {
   });
 
   it("reads the legacy one-line form as legacy, never as a receipt", async () => {
-    expect(parseUploadedMarker(enc("s3://bucket/run/checkpoints/iter_000000100\n"))).toEqual({
+    expect(UPLOADED_MARKER.parse(enc("s3://bucket/run/checkpoints/iter_000000100\n"))).toEqual({
       legacy: true,
       text: "s3://bucket/run/checkpoints/iter_000000100",
     });
-    expect(parseUploadedMarker(enc(""))).toEqual({ legacy: true, text: "" });
+    expect(UPLOADED_MARKER.parse(enc(""))).toEqual({ legacy: true, text: "" });
     const path = join(dir, ".uploaded");
     await writeFile(path, "uploaded 2025-01-01T00:00:00Z");
-    const read = await readUploadedMarker(path);
+    const read = await UPLOADED_MARKER.read(path);
     expect(read.legacy).toBe(true);
     expect("marker" in read).toBe(false);
   });
 
   it("refuses multi-line text and damaged JSON instead of treating them as legacy", () => {
-    expect(() => parseUploadedMarker(enc("line one\nline two\n"), "x/.uploaded")).toThrow(
+    expect(() => UPLOADED_MARKER.parse(enc("line one\nline two\n"), "x/.uploaded")).toThrow(
       expect.objectContaining({ code: "RECORD_BAD_TEXT", file: "x/.uploaded" }),
     );
-    expect(() => parseUploadedMarker(enc('  {"schema": "posttrain.archive-marker.v1"'))).toThrow(
+    expect(() => UPLOADED_MARKER.parse(enc('  {"schema": "posttrain.archive-marker.v1"'))).toThrow(
       expect.objectContaining({ code: "JSON_TRUNCATED" }),
     );
-    expect(() => parseUploadedMarker(enc("x".repeat(5000)))).toThrow(
+    expect(() => UPLOADED_MARKER.parse(enc("x".repeat(5000)))).toThrow(
       expect.objectContaining({ code: "RECORD_BAD_TEXT" }),
     );
   });
 
   it("requires digests on artifact receipts but not on full-checkpoint bulk", () => {
-    expect(validateUploadedMarker(ex.fullCheckpointUploadedMarker).ok).toBe(true);
+    expect(UPLOADED_MARKER.validate(ex.fullCheckpointUploadedMarker).ok).toBe(true);
     const m = clone(ex.fullCheckpointUploadedMarker);
     m.kind = "artifact";
-    expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+    expect(errorOf(UPLOADED_MARKER.validate(m))).toMatchObject({
       code: "RECORD_MISSING_DIGEST",
       field: "files[0].sha256",
     });
@@ -324,19 +310,19 @@ describe(".uploaded", () => {
     for (const endpoint of ["https://s3.example.com", "key:secret@s3.example.com", "a b"]) {
       const m = clone(ex.uploadedMarker);
       m.destination = { ...m.destination, endpoint };
-      expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+      expect(errorOf(UPLOADED_MARKER.validate(m))).toMatchObject({
         code: "RECORD_BAD_TEXT",
         field: "destination.endpoint",
       });
     }
     const m = clone(ex.uploadedMarker);
     m.destination = { ...m.destination, prefix: "/abs" };
-    expect(errorOf(validateUploadedMarker(m))).toMatchObject({
+    expect(errorOf(UPLOADED_MARKER.validate(m))).toMatchObject({
       code: "PATH_ABSOLUTE",
       field: "destination.prefix",
     });
     m.destination = { ...m.destination, prefix: "" };
-    expect(validateUploadedMarker(m).ok).toBe(true);
+    expect(UPLOADED_MARKER.validate(m).ok).toBe(true);
   });
 });
 
@@ -344,33 +330,36 @@ describe("staging, merge and materialize records", () => {
   it("refuses a source URI with user info", () => {
     const r = clone(ex.stagedRecord);
     r.source.uri = "s3://AKIA:secret@bucket/p";
-    expect(errorOf(validateStagedRecord(r))).toMatchObject({ code: "RECORD_BAD_TEXT", field: "source.uri" });
+    expect(errorOf(STAGED_RECORD.validate(r))).toMatchObject({
+      code: "RECORD_BAD_TEXT",
+      field: "source.uri",
+    });
   });
 
   it("checks the merge request's mode against base and lam", () => {
     const tv = clone(ex.mergeComplete);
     tv.request.lam = null;
-    expect(errorOf(validateMergeComplete(tv))).toMatchObject({
+    expect(errorOf(MERGE_COMPLETE.validate(tv))).toMatchObject({
       code: "RECORD_INCONSISTENT",
       field: "request.lam",
     });
     const avg = clone(ex.mergeComplete);
     avg.request.mode = "avg";
-    expect(errorOf(validateMergeComplete(avg)).field).toBe("request.lam");
+    expect(errorOf(MERGE_COMPLETE.validate(avg)).field).toBe("request.lam");
     avg.request.lam = null;
     avg.request.base = null;
-    expect(validateMergeComplete(avg).ok).toBe(true);
+    expect(MERGE_COMPLETE.validate(avg).ok).toBe(true);
     const huge = clone(ex.mergeComplete);
     huge.request.lam = 1e300;
-    expect(errorOf(validateMergeComplete(huge)).code).toBe("RECORD_OUT_OF_RANGE");
+    expect(errorOf(MERGE_COMPLETE.validate(huge)).code).toBe("RECORD_OUT_OF_RANGE");
   });
 
   it("keeps external diagnostics out of the archived paths", () => {
     const r = clone(ex.mergeComplete);
     r.diagnostics = { location: "external", source: "/home/me/diag.json" };
-    expect(validateMergeComplete(r).ok).toBe(true);
+    expect(MERGE_COMPLETE.validate(r).ok).toBe(true);
     r.diagnostics = { location: "artifact", path: "/home/me/diag.json", size: 1, sha256: ex.digestOf("d") };
-    expect(errorOf(validateMergeComplete(r))).toMatchObject({
+    expect(errorOf(MERGE_COMPLETE.validate(r))).toMatchObject({
       code: "PATH_ABSOLUTE",
       field: "diagnostics.path",
     });
@@ -379,7 +368,7 @@ describe("staging, merge and materialize records", () => {
   it("validates the conversion version's shape and the chat-template record", () => {
     const m = clone(ex.materializedMarker);
     m.conversion_version = "materialize model";
-    expect(errorOf(validateMaterializedMarker(m))).toMatchObject({
+    expect(errorOf(MATERIALIZED_MARKER.validate(m))).toMatchObject({
       code: "RECORD_INVALID_VALUE",
       field: "conversion_version",
     });
@@ -390,21 +379,21 @@ describe("staging, merge and materialize records", () => {
       files: [{ path: "tokenizer_config.json", sha256: ex.digestOf("tc") }],
       diff: "@@ -1 +1 @@\n-a\n+b\n",
     };
-    expect(validateMaterializedMarker(t).ok).toBe(true);
+    expect(MATERIALIZED_MARKER.validate(t).ok).toBe(true);
   });
 
   it("lets an overlay record claim a directory before its source digest is known, never the marker", () => {
     const pending = clone(ex.overlaySource) as { source: { sha256: string | null } };
     pending.source.sha256 = null;
-    expect(validateOverlaySource(pending).ok).toBe(true);
+    expect(OVERLAY_SOURCE.validate(pending).ok).toBe(true);
     const marker = clone(ex.materializedMarker) as { source: { sha256: string | null } };
     marker.source.sha256 = null;
-    expect(errorOf(validateMaterializedMarker(marker))).toMatchObject({
+    expect(errorOf(MATERIALIZED_MARKER.validate(marker))).toMatchObject({
       code: "RECORD_WRONG_TYPE",
       field: "source.sha256",
     });
     pending.source.sha256 = "ABC";
-    expect(errorOf(validateOverlaySource(pending))).toMatchObject({
+    expect(errorOf(OVERLAY_SOURCE.validate(pending))).toMatchObject({
       code: "RECORD_BAD_DIGEST",
       field: "source.sha256",
     });
@@ -415,45 +404,48 @@ describe("control manifest and _SUCCESS", () => {
   it("binds control descriptors to the active generation", () => {
     const m = clone(ex.controlManifest);
     m.control.trainer.path = ".posttrain/generations/other/trainer.pt";
-    expect(errorOf(validateControlManifest(m))).toMatchObject({
+    expect(errorOf(CONTROL_MANIFEST.validate(m))).toMatchObject({
       code: "RECORD_INCONSISTENT",
       field: "control.trainer.path",
     });
     const g = clone(ex.controlManifest);
     g.control_generation = "../x";
-    expect(errorOf(validateControlManifest(g)).code).toBe("RECORD_INVALID_VALUE");
+    expect(errorOf(CONTROL_MANIFEST.validate(g)).code).toBe("RECORD_INVALID_VALUE");
     const c = clone(ex.controlManifest);
     c.components = ["optim", "model"];
-    expect(errorOf(validateControlManifest(c)).code).toBe("RECORD_INCONSISTENT");
+    expect(errorOf(CONTROL_MANIFEST.validate(c)).code).toBe("RECORD_INCONSISTENT");
   });
 
   it("keeps loop_state opaque but scalar, and optional", () => {
     const m = clone(ex.multiRoleSuccess);
     delete m.loop_state;
-    expect(parseMultiRoleSuccess(enc(canonicalJson(m)))).toEqual(m);
+    expect(MULTI_ROLE_SUCCESS.parse(enc(canonicalJson(m)))).toEqual(m);
     const nested = { ...clone(ex.multiRoleSuccess), loop_state: { a: { b: 1 } } };
-    expect(errorOf(validateMultiRoleSuccess(nested))).toMatchObject({
+    expect(errorOf(MULTI_ROLE_SUCCESS.validate(nested))).toMatchObject({
       code: "RECORD_INVALID_VALUE",
       field: "loop_state.a",
     });
     const noRoles = { ...clone(ex.multiRoleSuccess), roles: {} };
-    expect(errorOf(validateMultiRoleSuccess(noRoles)).code).toBe("RECORD_WRONG_COUNT");
+    expect(errorOf(MULTI_ROLE_SUCCESS.validate(noRoles)).code).toBe("RECORD_WRONG_COUNT");
     const badRole = { ...clone(ex.multiRoleSuccess), roles: { "../x": { optimizer_step: 1 } } };
-    expect(errorOf(validateMultiRoleSuccess(badRole)).code).toBe("RECORD_INVALID_VALUE");
+    expect(errorOf(MULTI_ROLE_SUCCESS.validate(badRole)).code).toBe("RECORD_INVALID_VALUE");
   });
 });
 
 describe("latest_checkpoint.txt", () => {
   it("round-trips and accepts one optional newline and any digit count", async () => {
-    expect(dec(serializeLatestPointer(100))).toBe("iter_000000100");
-    expect(parseLatestPointer(serializeLatestPointer(100))).toEqual({
+    expect(dec(LATEST_POINTER.serialize(100))).toBe("iter_000000100");
+    expect(LATEST_POINTER.parse(LATEST_POINTER.serialize(100))).toEqual({
       iterDirName: "iter_000000100",
       iteration: 100,
     });
-    expect(parseLatestPointer(enc("iter_000300\n"))).toEqual({ iterDirName: "iter_000300", iteration: 300 });
+    expect(LATEST_POINTER.parse(enc("iter_000300\n"))).toEqual({
+      iterDirName: "iter_000300",
+      iteration: 300,
+    });
     const path = join(dir, "latest_checkpoint.txt");
     await writeFile(path, "iter_000000007");
-    expect((await readLatestPointer(path)).iteration).toBe(7);
+    expect((await LATEST_POINTER.read(path)).iteration).toBe(7);
   });
 
   it.each([
@@ -467,7 +459,7 @@ describe("latest_checkpoint.txt", () => {
     "iter_1\r\n",
     "x".repeat(2000),
   ])("refuses %j", (text) => {
-    expect(() => parseLatestPointer(enc(text), "ckpts/latest_checkpoint.txt")).toThrow(
+    expect(() => LATEST_POINTER.parse(enc(text), "ckpts/latest_checkpoint.txt")).toThrow(
       expect.objectContaining({ code: "RECORD_BAD_POINTER", file: "ckpts/latest_checkpoint.txt" }),
     );
   });
@@ -477,14 +469,14 @@ describe("writeRecordFile", () => {
   it("writes canonical bytes that read back, and refuses an invalid value without creating the file", async () => {
     const path = join(dir, "written", ".merge-complete.json");
     await mkdir(join(dir, "written"));
-    await writeRecordFile(path, MERGE_COMPLETE_RECORD, ex.mergeComplete);
-    expect(await readFile(path)).toEqual(Buffer.from(serializeMergeComplete(ex.mergeComplete)));
-    expect(await readMergeComplete(path)).toEqual(
-      parseMergeComplete(serializeMergeComplete(ex.mergeComplete)),
+    await MERGE_COMPLETE.write(path, ex.mergeComplete);
+    expect(await readFile(path)).toEqual(Buffer.from(MERGE_COMPLETE.serialize(ex.mergeComplete)));
+    expect(await MERGE_COMPLETE.read(path)).toEqual(
+      MERGE_COMPLETE.parse(MERGE_COMPLETE.serialize(ex.mergeComplete)),
     );
     const other = join(dir, "written", "bad.json");
     const bad = { ...clone(ex.mergeComplete), files: [{ path: "../x", size: 1, sha256: ex.digestOf("x") }] };
-    await expect(writeRecordFile(other, MERGE_COMPLETE_RECORD, bad)).rejects.toMatchObject({
+    await expect(MERGE_COMPLETE.write(other, bad)).rejects.toMatchObject({
       code: "PATH_TRAVERSAL",
       file: other,
     });

@@ -1,19 +1,15 @@
 import { mkdir, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
   type ArtifactManifest,
   type FileDigest,
   type HeldLock,
   hashFile,
-  MERGE_COMPLETE_FILE,
-  MERGE_COMPLETE_SCHEMA,
   type MergeComplete,
   type MergeRequest,
   openFileByteSource,
-  serializeArtifactManifest,
-  serializeMergeComplete,
-  validateMergeComplete,
   writeFileAtomic,
 } from "@ckpt/manifest";
 import { drain, type LongOperation, withEvents } from "@ckpt/progress";
@@ -140,7 +136,7 @@ function completionRecord(
 ): MergeComplete {
   const d = request.diagnostics;
   return {
-    schema: MERGE_COMPLETE_SCHEMA,
+    schema: MERGE_COMPLETE.version,
     tool_version: MERGE_TOOL_VERSION,
     request: {
       mode: request.mode,
@@ -263,7 +259,7 @@ async function decide(
     }
   }
   const recordedDiag = facts.completion.status === "ok" ? facts.completion.value.diagnostics : null;
-  const owned = mergeOwnedNames(MERGE_MODEL_FILE, ARTIFACT_MANIFEST_FILE, MERGE_COMPLETE_FILE, [
+  const owned = mergeOwnedNames(MERGE_MODEL_FILE, ARTIFACT_MANIFEST.fileName, MERGE_COMPLETE.fileName, [
     recordedDiag?.location === "artifact" ? recordedDiag.path : undefined,
     request.diagnostics.location === "artifact" ? request.diagnostics.path : undefined,
   ]);
@@ -366,8 +362,8 @@ async function build(
       producer: MERGE_TOOL_VERSION,
     };
     const manifestWritten = await writeFileAtomic(
-      join(staging, ARTIFACT_MANIFEST_FILE),
-      serializeArtifactManifest(manifest),
+      join(staging, ARTIFACT_MANIFEST.fileName),
+      ARTIFACT_MANIFEST.serialize(manifest),
     );
     const record = completionRecord(
       request,
@@ -375,12 +371,12 @@ async function build(
       digests,
       [
         { path: MERGE_MODEL_FILE, ...model },
-        { path: ARTIFACT_MANIFEST_FILE, size: manifestWritten.size, sha256: manifestWritten.sha256 },
+        { path: ARTIFACT_MANIFEST.fileName, size: manifestWritten.size, sha256: manifestWritten.sha256 },
       ],
       diagnostics ?? { size: 0, sha256: DRAFT_SHA },
     );
     // Last: the completion record, then the swap that publishes the whole directory at once.
-    await writeFileAtomic(join(staging, MERGE_COMPLETE_FILE), serializeMergeComplete(record));
+    await writeFileAtomic(join(staging, MERGE_COMPLETE.fileName), MERGE_COMPLETE.serialize(record));
     assertLockHeld(lock, request.iterDir);
     await swapIntoPlace(request.iterDir);
     return { model, record };
@@ -425,9 +421,9 @@ async function executeLocked(ctx: Context): Promise<MergeReport> {
       baseFingerprint: base === undefined ? null : DRAFT_SHA,
     };
     const draftFile = { size: 0, sha256: DRAFT_SHA };
-    const draft = validateMergeComplete(
+    const draft = MERGE_COMPLETE.validate(
       completionRecord(request, experts, draftDigests, [{ path: MERGE_MODEL_FILE, ...draftFile }], draftFile),
-      MERGE_COMPLETE_FILE,
+      MERGE_COMPLETE.fileName,
     );
     if (!draft.ok) {
       throw new MergeError(

@@ -4,10 +4,8 @@ import {
   hashFile,
   lockDirectory,
   openFileByteSource,
-  readArtifactManifest,
-  readMergeComplete,
-  serializeArtifactManifest,
-  serializeMergeComplete,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
 } from "@ckpt/manifest";
 import { drain } from "@ckpt/progress";
 import { openTorchFile, toFloat32 } from "@ckpt/tensors";
@@ -123,7 +121,7 @@ describe("mergeExperts: output", () => {
     const files = artifactFiles(join(tmp.dir, "iter_000000007"));
     const model = await hashFile(files.model);
     expect(report.model).toEqual(model);
-    const manifest = await readArtifactManifest(files.manifest);
+    const manifest = await ARTIFACT_MANIFEST.read(files.manifest);
     expect(manifest).toMatchObject({
       iteration: 7,
       format: "consolidated",
@@ -131,7 +129,7 @@ describe("mergeExperts: output", () => {
       producer: MERGE_TOOL_VERSION,
       physical_components: [{ name: "model", kind: "file", path: "model.pt", ...model }],
     });
-    const record = await readMergeComplete(files.completion);
+    const record = await MERGE_COMPLETE.read(files.completion);
     expect(record.tool_version).toBe(MERGE_TOOL_VERSION);
     expect(record.request).toEqual({
       mode: "avg",
@@ -241,7 +239,7 @@ describe("mergeExperts: output", () => {
     const diag = join(root, "reports/tv.json");
     await mergeExperts({ mode: "tv", experts, base, out, diag });
     expect(JSON.parse(await readFile(diag, "utf8")).mode).toBe("tv");
-    expect((await readMergeComplete(artifactFiles(iterDir).completion)).diagnostics).toEqual({
+    expect((await MERGE_COMPLETE.read(artifactFiles(iterDir).completion)).diagnostics).toEqual({
       location: "external",
       source: diag,
     });
@@ -356,7 +354,7 @@ describe("mergeExperts: skip, rebuild, refuse", () => {
     expect(await snapshot(iterDir)).toEqual(before);
     const forced = await mergeExperts({ mode: "tv", experts, base, lam: 1, out, force: true });
     expect(forced.status).toBe("merged");
-    expect((await readMergeComplete(artifactFiles(iterDir).completion)).request.lam).toBe(1);
+    expect((await MERGE_COMPLETE.read(artifactFiles(iterDir).completion)).request.lam).toBe(1);
   });
 
   it("refuses the same experts in another order (the order is part of the identity)", async () => {
@@ -401,16 +399,16 @@ describe("mergeExperts: skip, rebuild, refuse", () => {
     const { experts, out, iterDir } = await fixture();
     await mergeExperts({ mode: "avg", experts, out });
     const files = artifactFiles(iterDir);
-    const record = await readMergeComplete(files.completion);
+    const record = await MERGE_COMPLETE.read(files.completion);
     await writeFile(
       files.completion,
-      serializeMergeComplete({ ...record, tool_version: "merge_model_pt/1" }),
+      MERGE_COMPLETE.serialize({ ...record, tool_version: "merge_model_pt/1" }),
     );
     await expect(mergeExperts({ mode: "avg", experts, out })).rejects.toMatchObject({
       code: "MERGE_OTHER_TOOL_VERSION",
     });
     expect((await mergeExperts({ mode: "avg", experts, out, force: true })).status).toBe("merged");
-    expect((await readMergeComplete(files.completion)).tool_version).toBe(MERGE_TOOL_VERSION);
+    expect((await MERGE_COMPLETE.read(files.completion)).tool_version).toBe(MERGE_TOOL_VERSION);
   });
 
   it("refuses the retired tool's legacy manifest unless --force", async () => {
@@ -435,7 +433,7 @@ describe("mergeExperts: skip, rebuild, refuse", () => {
     const { experts, out, iterDir } = await fixture();
     await mkdir(iterDir, { recursive: true });
     await writeFile(out, "trainer model");
-    const manifest = serializeArtifactManifest({
+    const manifest = ARTIFACT_MANIFEST.serialize({
       schema: "posttrain.checkpoint-artifact.v1",
       iteration: 300,
       format: "consolidated",

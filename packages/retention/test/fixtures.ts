@@ -2,12 +2,10 @@ import { randomBytes } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  UPLOADED_MARKER,
   type ArtifactManifest,
-  serializeArtifactManifest,
-  serializeUploadedMarker,
   sha256Hex,
-  UPLOADED_MARKER_FILE,
   type UploadedMarker,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
@@ -53,7 +51,7 @@ export async function makeArtifact(
   const files = new Map<string, Uint8Array>([
     ["model.pt", model],
     ["trainer.pt", trainer],
-    [ARTIFACT_MANIFEST_FILE, serializeArtifactManifest(manifest)],
+    [ARTIFACT_MANIFEST.fileName, ARTIFACT_MANIFEST.serialize(manifest)],
   ]);
   for (const [path, bytes] of files) {
     await mkdir(dirname(join(dir, path)), { recursive: true });
@@ -88,10 +86,10 @@ export async function publishDirectly(
       sha256: sha256Hex(bytes),
     })),
   };
-  await writeReceipt(artifact.dir, serializeUploadedMarker(marker));
+  await writeReceipt(artifact.dir, UPLOADED_MARKER.serialize(marker));
   return marker;
 }
 
 export async function writeReceipt(dir: string, bytes: Uint8Array | string): Promise<void> {
-  await writeFile(join(dir, UPLOADED_MARKER_FILE), bytes);
+  await writeFile(join(dir, UPLOADED_MARKER.fileName), bytes);
 }

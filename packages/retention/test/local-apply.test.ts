@@ -1,6 +1,6 @@
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { serializeUploadedMarker } from "@ckpt/manifest";
+import { UPLOADED_MARKER } from "@ckpt/manifest";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterEach, describe, expect, it } from "vitest";
 import {
@@ -46,7 +46,7 @@ async function checkpointsRoot(
     if (spec.uploaded === "receipt") {
       await writeFile(
         join(d, ".uploaded"),
-        serializeUploadedMarker({
+        UPLOADED_MARKER.serialize({
           schema: "posttrain.archive-marker.v1",
           kind: "full_checkpoint",
           iteration: Number(spec.name.slice(5)),

@@ -1,12 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  serializeUploadedMarker,
-  sha256Hex,
-  UPLOADED_MARKER_FILE,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, UPLOADED_MARKER, sha256Hex } from "@ckpt/manifest";
 import { createMemoryStore, type ObjectStore, openStore, type StoreCredentials } from "@ckpt/object-store";
 import { createTestBucket, putRawObject, s3TestEnv, testCredentials, testdir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -109,7 +104,9 @@ const scenarios = (backend: Backend) => {
       freed_bytes: artifact.payloadBytes,
       errors: [],
     });
-    expect(await listing(artifact.dir)).toEqual([ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE].sort());
+    expect(await listing(artifact.dir)).toEqual(
+      [ARTIFACT_MANIFEST.fileName, UPLOADED_MARKER.fileName].sort(),
+    );
     expect(events.map((e) => e.type)).toEqual(
       expect.arrayContaining(["artifact", "verify-remote", "removed-file", "decided"]),
     );
@@ -149,9 +146,9 @@ const scenarios = (backend: Backend) => {
 
   it("keeps an artifact whose receipt binds another endpoint", async () => {
     const { artifact, store } = await published();
-    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
+    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER.fileName), "utf8"));
     marker.destination = { ...store.identity, endpoint: "elsewhere.example.com" };
-    await writeReceipt(artifact.dir, serializeUploadedMarker(marker));
+    await writeReceipt(artifact.dir, UPLOADED_MARKER.serialize(marker));
     expect((await keptWith(artifact)).kept.code).toBe("PRUNE_DESTINATION_MISMATCH");
   });
 
@@ -299,7 +296,7 @@ describe("prune-verified with a lying or failing memory store", () => {
 
   it("keeps an artifact whose receipt entry lacks a digest", async () => {
     const { artifact } = await publishedMemory();
-    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER_FILE), "utf8"));
+    const marker = JSON.parse(await readFile(join(artifact.dir, UPLOADED_MARKER.fileName), "utf8"));
     delete marker.files[0].sha256;
     await writeReceipt(artifact.dir, JSON.stringify(marker));
     expect((await pruneVerified([artifact.dir])).kept).toMatchObject([{ code: "PRUNE_MISSING_DIGEST" }]);

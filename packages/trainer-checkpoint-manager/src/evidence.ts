@@ -6,12 +6,11 @@
 import { join } from "node:path";
 import { readReceipt } from "@ckpt/archive-reader";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
   type ArtifactManifest,
   artifactPayloadFiles,
   type Destination,
   type UploadedMarker,
-  readArtifactManifest,
 } from "@ckpt/manifest";
 import { type CheckpointInfo, scanCheckpointRoot } from "@ckpt/retention";
 import { type ProbedCheckpoint, decideResume } from "./resume/decide.js";
@@ -79,10 +78,10 @@ async function artifactEvidence(
   artifact: { iteration: number; dir: string },
   problems: EvidenceProblem[],
 ): Promise<ArtifactEvidence> {
-  const manifestPath = join(artifact.dir, ARTIFACT_MANIFEST_FILE);
+  const manifestPath = join(artifact.dir, ARTIFACT_MANIFEST.fileName);
   let manifest: ArtifactManifest | undefined;
   try {
-    manifest = await readArtifactManifest(manifestPath);
+    manifest = await ARTIFACT_MANIFEST.read(manifestPath);
   } catch (error) {
     problems.push({ ...coded(error), subject: manifestPath });
   }

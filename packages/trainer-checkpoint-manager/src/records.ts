@@ -1,24 +1,11 @@
 import {
-  ARTIFACT_MANIFEST_RECORD,
-  ARTIFACT_MANIFEST_SCHEMA,
+  ARTIFACT_MANIFEST,
+  recordApi,
   type ArtifactManifest,
-  artifactManifestSchema,
   LOGICAL_COMPONENTS,
-  parseRecordBytes,
   type RecordSchema,
-  readRecordFile,
-  serializeRecord,
 } from "@ckpt/manifest";
 import { z } from "zod";
-
-/** Parse, read and serialize bound to one record description (validation through @ckpt/manifest). */
-function recordsOf<T>(spec: RecordSchema<T>) {
-  return {
-    parse: (bytes: Uint8Array, name: string = spec.fileName): T => parseRecordBytes(spec, bytes, name),
-    read: (path: string): Promise<T> => readRecordFile(path, spec),
-    serialize: (value: T): Uint8Array => serializeRecord(spec, value),
-  };
-}
 
 /**
  * The description of a full checkpoint, written into `checkpoints/iter_*` (and each role's
@@ -32,14 +19,14 @@ export const CHECKPOINT_DESCRIPTION_RECORD: RecordSchema<ArtifactManifest> = {
   title: "full checkpoint description",
   fileName: CHECKPOINT_DESCRIPTION_FILE,
   versionField: "schema",
-  versions: [ARTIFACT_MANIFEST_SCHEMA],
-  schema: artifactManifestSchema.refine((m) => m.logical_components.length === LOGICAL_COMPONENTS.length, {
+  versions: [ARTIFACT_MANIFEST.version],
+  schema: ARTIFACT_MANIFEST.schema.refine((m) => m.logical_components.length === LOGICAL_COMPONENTS.length, {
     message: "a full checkpoint lists every logical component (model, optimizer, training_state)",
     path: ["logical_components"],
   }),
-  normalize: ARTIFACT_MANIFEST_RECORD.normalize,
+  normalize: ARTIFACT_MANIFEST.normalize,
 };
-export const checkpointDescription = recordsOf(CHECKPOINT_DESCRIPTION_RECORD);
+export const checkpointDescription = recordApi(CHECKPOINT_DESCRIPTION_RECORD);
 
 /** The validation transaction of a full checkpoint. Local: this file, replaced atomically at each step. */
 export const VALIDATION_STATE_FILE = ".posttrain-validation.json";
@@ -59,7 +46,7 @@ export const VALIDATION_STATE_RECORD: RecordSchema<ValidationRecord> = {
   versions: [VALIDATION_STATE_SCHEMA],
   schema: validationStateSchema,
 };
-export const validationRecord = recordsOf(VALIDATION_STATE_RECORD);
+export const validationRecord = recordApi(VALIDATION_STATE_RECORD);
 
 /**
  * Under a direct primary each validation step is a new object (append-only), named so the control
@@ -98,7 +85,7 @@ export const LEASE_RECORD: RecordSchema<LeaseRecord> = {
   versions: [LEASE_SCHEMA],
   schema: leaseSchema,
 };
-export const leaseRecord = recordsOf(LEASE_RECORD);
+export const leaseRecord = recordApi(LEASE_RECORD);
 
 /** The lease object of an epoch (zero-padded so listings sort by epoch). */
 export function leaseKey(epoch: number): string {

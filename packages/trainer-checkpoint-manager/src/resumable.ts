@@ -1,7 +1,7 @@
 // `ckpt resumable`'s answer: would training resume from this checkpoint? The manager's own resume
 // decision for `resume=<path>` (probe, the attempt's newest artifact, an optional pin), or its
 // refusal as a report. Read-only; rendering is the caller's.
-import { classifyIterPath, LATEST_CHECKPOINT_FILE, readLatestPointer } from "@ckpt/manifest";
+import { classifyIterPath, LATEST_POINTER } from "@ckpt/manifest";
 import { decideResume } from "./resume/decide.js";
 import { listCommittedArtifacts, localCheckpointsRoot, probeLocalCheckpoint } from "./resume/local.js";
 import type { ResumeDecision } from "./types.js";
@@ -41,8 +41,8 @@ export async function checkResumable(path: string, pin: string | null): Promise<
     where === undefined ? undefined : (await listCommittedArtifacts(where.attemptDir)).at(-1);
   let latest: boolean | null = null;
   if (where !== undefined) {
-    const pointer = await readLatestPointer(
-      `${localCheckpointsRoot(where.attemptDir)}/${LATEST_CHECKPOINT_FILE}`,
+    const pointer = await LATEST_POINTER.read(
+      `${localCheckpointsRoot(where.attemptDir)}/${LATEST_POINTER.fileName}`,
     )
       .then((p) => p.iteration)
       .catch(() => undefined);

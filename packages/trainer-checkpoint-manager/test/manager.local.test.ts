@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { access, mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { parseArtifactManifest, readLatestPointer } from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, LATEST_POINTER } from "@ckpt/manifest";
 import { describe, expect, it } from "vitest";
 import {
   CHECKPOINT_DESCRIPTION_FILE,
@@ -27,7 +27,7 @@ const exists = (path: string) =>
     () => false,
   );
 const latestOf = async (attemptDir: string) =>
-  (await readLatestPointer(join(attemptDir, "checkpoints", "latest_checkpoint.txt"))).iteration;
+  (await LATEST_POINTER.read(join(attemptDir, "checkpoints", "latest_checkpoint.txt"))).iteration;
 
 function committed(outcome: Awaited<ReturnType<typeof saveStep>>): CommitReport {
   if (outcome?.outcome.status !== "committed")
@@ -231,7 +231,7 @@ describe("partial plans: checkpoint_artifacts/iter_* (native manifest last, neve
     const saved = committed(await saveStep(manager, 10, { cadence: true }));
     expect(saved).toMatchObject({ kind: "artifact", pointerAdvanced: false });
     expect(saved.dir).toBe(join(manager.attemptDir, "checkpoint_artifacts", "iter_000000010"));
-    const manifest = parseArtifactManifest(
+    const manifest = ARTIFACT_MANIFEST.parse(
       await readFile(join(saved.dir, ".posttrain-checkpoint-artifact.json")),
     );
     expect(manifest.logical_components).toEqual(["model"]);
@@ -251,7 +251,7 @@ describe("partial plans: checkpoint_artifacts/iter_* (native manifest last, neve
     await writeTargets(session.targets);
     await writeFile(join(session.dir, "optim.pt"), "not planned");
     await manager.commitSave(session);
-    const manifest = parseArtifactManifest(
+    const manifest = ARTIFACT_MANIFEST.parse(
       await readFile(join(session.dir, ".posttrain-checkpoint-artifact.json")),
     );
     expect(manifest.physical_components.map((c) => c.name)).toEqual(["model"]);

@@ -4,13 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import {
-  CONTROL_MANIFEST_SCHEMA,
-  type ControlManifest,
-  parseControlManifest,
-  serializeControlManifest,
-  sha256Hex,
-} from "@ckpt/manifest";
+import { CONTROL_MANIFEST, type ControlManifest, sha256Hex } from "@ckpt/manifest";
 import { copyPrefix, type ObjectStore, openStore } from "@ckpt/object-store";
 import { createTestBucket, s3TestEnv, testCredentials } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -96,7 +90,7 @@ describe("direct object-store primary (real S3)", () => {
     expect((await readObject(rootStore, "latest_checkpoint.txt")).toString()).toBe("iter_000000001");
     const manifestBytes = await readObject(rootStore, "iter_000000001/.posttrain-manifest.json");
     expect(report.manifestSha256).toBe(sha256Hex(manifestBytes));
-    const manifest = parseControlManifest(manifestBytes);
+    const manifest = CONTROL_MANIFEST.parse(manifestBytes);
     expect(manifest.components).toEqual(["model", "optim"]);
     expect(manifest.control.trainer.path).toBe(
       `.posttrain/generations/${manifest.control_generation}/trainer.pt`,
@@ -162,7 +156,7 @@ describe("direct object-store primary (real S3)", () => {
     const rootStore = await store(manager.checkpointsRoot);
     const trainer = Buffer.from("someone else's trainer state");
     const other: ControlManifest = {
-      schema: CONTROL_MANIFEST_SCHEMA,
+      schema: CONTROL_MANIFEST.version,
       iteration: 2,
       components: ["model", "optim"],
       control_generation: "gother",
@@ -177,7 +171,7 @@ describe("direct object-store primary (real S3)", () => {
       validation_publication: null,
     };
     await rootStore.put("iter_000000002/.posttrain/generations/gother/trainer.pt", trainer);
-    await rootStore.put("iter_000000002/.posttrain-manifest.json", serializeControlManifest(other));
+    await rootStore.put("iter_000000002/.posttrain-manifest.json", CONTROL_MANIFEST.serialize(other));
     await expect(manager.commitSave(session)).rejects.toMatchObject({ code: "MANAGER_PLAN_DRIFT" });
     expect((await readObject(rootStore, "latest_checkpoint.txt")).toString()).toBe("iter_000000001");
   });
@@ -220,7 +214,7 @@ describe("direct object-store primary (real S3)", () => {
     expect(await resumed.resolveResume()).toMatchObject({ iteration: 4, validation: "evaluation_pending" });
     expect(await resumed.completeValidation(4)).toMatchObject({ state: "published" });
     const rootStore = await store(resumed.checkpointsRoot);
-    const manifest = parseControlManifest(
+    const manifest = CONTROL_MANIFEST.parse(
       await readObject(rootStore, "iter_000000004/.posttrain-manifest.json"),
     );
     expect(manifest.validation_publication).toBe(".validation-publication-3-published.json");

@@ -1,11 +1,6 @@
 import { lstat, open } from "node:fs/promises";
 import { basename, dirname, extname, join } from "node:path";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  CONTROL_MANIFEST_FILE,
-  MULTI_ROLE_SUCCESS_FILE,
-  STAGED_RECORD_FILE,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, CONTROL_MANIFEST, MULTI_ROLE_SUCCESS, STAGED_RECORD } from "@ckpt/manifest";
 import { VerifyError } from "./errors.js";
 
 /** What `verifyPath` can judge. */
@@ -62,13 +57,14 @@ export async function detectVerifyKind(path: string): Promise<VerifyKind> {
   } else if (info.isDirectory()) {
     const has = (name: string) => exists(join(path, name));
     const iterName = /^iter_\d+$/.test(basename(path));
-    if (await has(STAGED_RECORD_FILE)) return "stage";
+    if (await has(STAGED_RECORD.fileName)) return "stage";
     if (
-      (await has(ARTIFACT_MANIFEST_FILE)) ||
+      (await has(ARTIFACT_MANIFEST.fileName)) ||
       (iterName && basename(dirname(path)) === "checkpoint_artifacts")
     )
       return "artifact";
-    if ((await has(MULTI_ROLE_SUCCESS_FILE)) || (await has(CONTROL_MANIFEST_FILE))) return "checkpoint";
+    if ((await has(MULTI_ROLE_SUCCESS.fileName)) || (await has(CONTROL_MANIFEST.fileName)))
+      return "checkpoint";
     if ((await has("model.pt")) || (await has("trainer.pt"))) return "checkpoint";
     if (await has(".metadata")) return "dcp";
     if ((await has("model.safetensors.index.json")) || (await has("model.safetensors"))) return "hf";

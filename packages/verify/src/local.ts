@@ -2,29 +2,22 @@ import { messageOf } from "@ckpt/errors";
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  MATERIALIZED_MARKER,
+  MERGE_COMPLETE,
+  MULTI_ROLE_SUCCESS,
+  STAGED_RECORD,
+  UPLOADED_MARKER,
   type ArtifactManifest,
   artifactPayloadFiles,
-  CONTROL_MANIFEST_FILE,
   type Destination,
   hashFile,
   hashFiles,
-  MATERIALIZED_MARKER_FILE,
-  MERGE_COMPLETE_FILE,
-  MULTI_ROLE_SUCCESS_FILE,
   ManifestError,
   PHYSICAL_COMPONENTS,
   parseIterDir,
   pathInfo,
-  readArtifactManifest,
-  readControlManifest,
-  readMaterializedMarker,
-  readMergeComplete,
-  readMultiRoleSuccess,
-  readStagedRecord,
-  readUploadedMarker,
-  STAGED_RECORD_FILE,
-  UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
 import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./judge.js";
@@ -147,8 +140,8 @@ class Inspection {
 
   /** Reads `.uploaded` (prefix: inside a role directory); its inventory decides what counts as released. */
   async readReceipt(prefix: string, kind: "artifact" | "full_checkpoint"): Promise<void> {
-    const rel = `${prefix}${UPLOADED_MARKER_FILE}`;
-    const read = await this.record(rel, readUploadedMarker);
+    const rel = `${prefix}${UPLOADED_MARKER.fileName}`;
+    const read = await this.record(rel, UPLOADED_MARKER.read);
     if (read === undefined || read === null) return;
     if (read.legacy) {
       this.notes.push(`${rel} is a legacy one-line receipt: it proves no destination or digest`);
@@ -183,27 +176,27 @@ async function inspectArtifact(
   ins: Inspection,
   dirIteration: number | undefined,
 ): Promise<number | undefined> {
-  const manifest = await ins.record(ARTIFACT_MANIFEST_FILE, readArtifactManifest);
+  const manifest = await ins.record(ARTIFACT_MANIFEST.fileName, ARTIFACT_MANIFEST.read);
   if (manifest === undefined) {
     ins.problems.push({
       code: "VERIFY_ARTIFACT_UNCOMMITTED",
-      path: ARTIFACT_MANIFEST_FILE,
-      message: `there is no ${ARTIFACT_MANIFEST_FILE}: the artifact was never committed (its writer stopped, or is still writing)`,
+      path: ARTIFACT_MANIFEST.fileName,
+      message: `there is no ${ARTIFACT_MANIFEST.fileName}: the artifact was never committed (its writer stopped, or is still writing)`,
     });
   }
   await ins.readReceipt("", "artifact");
-  const merge = await ins.record(MERGE_COMPLETE_FILE, readMergeComplete);
+  const merge = await ins.record(MERGE_COMPLETE.fileName, MERGE_COMPLETE.read);
   if (merge) {
-    for (const f of merge.files) ins.expectations.push({ ...f, record: MERGE_COMPLETE_FILE });
+    for (const f of merge.files) ins.expectations.push({ ...f, record: MERGE_COMPLETE.fileName });
   }
   if (!manifest) return undefined;
-  ins.iterationCheck(ARTIFACT_MANIFEST_FILE, manifest.iteration, dirIteration);
+  ins.iterationCheck(ARTIFACT_MANIFEST.fileName, manifest.iteration, dirIteration);
   for (const f of artifactPayloadFiles(manifest)) {
     ins.expectations.push({
       path: f.path,
       size: f.size,
       ...(f.sha256 ? { sha256: f.sha256 } : {}),
-      record: ARTIFACT_MANIFEST_FILE,
+      record: ARTIFACT_MANIFEST.fileName,
     });
   }
   await inspectArtifactComponents(ins, manifest);
@@ -225,8 +218,8 @@ async function inspectArtifactComponents(ins: Inspection, manifest: ArtifactMani
         ins.problems.push({
           code: "VERIFY_FILE_UNLISTED",
           path: `${c.path}/${entry}`,
-          record: ARTIFACT_MANIFEST_FILE,
-          message: `${c.path}/${entry} is in the component directory but ${ARTIFACT_MANIFEST_FILE} does not list it`,
+          record: ARTIFACT_MANIFEST.fileName,
+          message: `${c.path}/${entry} is in the component directory but ${ARTIFACT_MANIFEST.fileName} does not list it`,
         });
       }
     }
@@ -304,22 +297,22 @@ async function inspectControlManifest(
   ins: Inspection,
   dirIteration: number | undefined,
 ): Promise<number | undefined> {
-  const control = await ins.record(CONTROL_MANIFEST_FILE, readControlManifest);
+  const control = await ins.record(CONTROL_MANIFEST.fileName, CONTROL_MANIFEST.read);
   if (!control) return undefined;
-  ins.iterationCheck(CONTROL_MANIFEST_FILE, control.iteration, dirIteration);
+  ins.iterationCheck(CONTROL_MANIFEST.fileName, control.iteration, dirIteration);
   for (const component of control.components) {
     if ((await kindAt(join(ins.root, component))).kind === "dir") ins.dcpDirs.push(component);
     else {
       ins.problems.push({
         code: "VERIFY_COMPONENT_MISSING",
         path: component,
-        record: CONTROL_MANIFEST_FILE,
-        message: `${CONTROL_MANIFEST_FILE} names the DCP component ${component}/, which is not a directory here`,
+        record: CONTROL_MANIFEST.fileName,
+        message: `${CONTROL_MANIFEST.fileName} names the DCP component ${component}/, which is not a directory here`,
       });
     }
   }
   for (const entry of [control.control.trainer, control.control.data]) {
-    if (entry !== null) ins.expectations.push({ ...entry, record: CONTROL_MANIFEST_FILE });
+    if (entry !== null) ins.expectations.push({ ...entry, record: CONTROL_MANIFEST.fileName });
   }
   if (
     control.validation_publication !== null &&
@@ -328,8 +321,8 @@ async function inspectControlManifest(
     ins.problems.push({
       code: "VERIFY_FILE_MISSING",
       path: control.validation_publication,
-      record: CONTROL_MANIFEST_FILE,
-      message: `${CONTROL_MANIFEST_FILE} references ${control.validation_publication}, which is missing`,
+      record: CONTROL_MANIFEST.fileName,
+      message: `${CONTROL_MANIFEST.fileName} references ${control.validation_publication}, which is missing`,
     });
   }
   return control.iteration;
@@ -442,7 +435,7 @@ async function finish(
   extra: { roles?: readonly string[] } = {},
 ): Promise<LocalVerifyReport> {
   const { observed, hashedFiles, hashedBytes } = await observe(ins);
-  const judged = judgeExpectations(ins.expectations, observed, ins.receipt, UPLOADED_MARKER_FILE);
+  const judged = judgeExpectations(ins.expectations, observed, ins.receipt, UPLOADED_MARKER.fileName);
   await checkTensors(ins);
   const problems = [...ins.problems, ...judged.problems];
   return {
@@ -495,35 +488,35 @@ export async function verifyStagedDir(
 ): Promise<LocalVerifyReport> {
   const ins = new Inspection(dir, options);
   const dirIteration = dirIterationOf(dir);
-  const staged = await ins.record(STAGED_RECORD_FILE, readStagedRecord);
+  const staged = await ins.record(STAGED_RECORD.fileName, STAGED_RECORD.read);
   if (staged === undefined) {
     ins.problems.push({
       code: "VERIFY_RECORD_INVALID",
-      path: STAGED_RECORD_FILE,
-      record: STAGED_RECORD_FILE,
+      path: STAGED_RECORD.fileName,
+      record: STAGED_RECORD.fileName,
       cause: "RECORD_NOT_FOUND",
-      message: `there is no ${STAGED_RECORD_FILE}: this directory was not staged by ckpt artifact fetch`,
+      message: `there is no ${STAGED_RECORD.fileName}: this directory was not staged by ckpt artifact fetch`,
     });
   }
   if (staged) {
-    ins.iterationCheck(STAGED_RECORD_FILE, staged.iteration, dirIteration);
+    ins.iterationCheck(STAGED_RECORD.fileName, staged.iteration, dirIteration);
     if (!staged.complete) {
       ins.problems.push({
         code: "VERIFY_STAGE_INCOMPLETE",
-        path: STAGED_RECORD_FILE,
-        record: STAGED_RECORD_FILE,
-        message: `${STAGED_RECORD_FILE} says the fetch did not complete; run the same ckpt artifact fetch again to finish it`,
+        path: STAGED_RECORD.fileName,
+        record: STAGED_RECORD.fileName,
+        message: `${STAGED_RECORD.fileName} says the fetch did not complete; run the same ckpt artifact fetch again to finish it`,
       });
     }
-    for (const f of staged.files) ins.expectations.push({ ...f, record: STAGED_RECORD_FILE });
+    for (const f of staged.files) ins.expectations.push({ ...f, record: STAGED_RECORD.fileName });
     // The staged manifest (checked against this entry like every staged file) is the fetched identity.
-    const entry = staged.files.find((f) => f.path === ARTIFACT_MANIFEST_FILE);
+    const entry = staged.files.find((f) => f.path === ARTIFACT_MANIFEST.fileName);
     if (entry?.sha256 !== staged.source.manifest_sha256) {
       ins.problems.push({
         code: "VERIFY_STAGE_SOURCE_MISMATCH",
-        path: ARTIFACT_MANIFEST_FILE,
-        record: STAGED_RECORD_FILE,
-        message: `${STAGED_RECORD_FILE} names source manifest ${staged.source.manifest_sha256} but stages ${entry === undefined ? "no manifest" : `a manifest with sha256 ${entry.sha256}`}`,
+        path: ARTIFACT_MANIFEST.fileName,
+        record: STAGED_RECORD.fileName,
+        message: `${STAGED_RECORD.fileName} names source manifest ${staged.source.manifest_sha256} but stages ${entry === undefined ? "no manifest" : `a manifest with sha256 ${entry.sha256}`}`,
       });
     }
   }
@@ -545,17 +538,17 @@ export async function verifyCheckpointDir(
 ): Promise<LocalVerifyReport> {
   const ins = new Inspection(dir, options);
   const dirIteration = dirIterationOf(dir);
-  const success = await ins.record(MULTI_ROLE_SUCCESS_FILE, readMultiRoleSuccess);
+  const success = await ins.record(MULTI_ROLE_SUCCESS.fileName, MULTI_ROLE_SUCCESS.read);
   if (success) {
-    ins.iterationCheck(MULTI_ROLE_SUCCESS_FILE, success.iteration, dirIteration);
+    ins.iterationCheck(MULTI_ROLE_SUCCESS.fileName, success.iteration, dirIteration);
     const roles = Object.keys(success.roles).sort();
     for (const role of roles) {
       if ((await kindAt(join(dir, role))).kind !== "dir") {
         ins.problems.push({
           code: "VERIFY_COMPONENT_MISSING",
           path: role,
-          record: MULTI_ROLE_SUCCESS_FILE,
-          message: `${MULTI_ROLE_SUCCESS_FILE} commits the role ${role}, but ${role}/ is not a directory here`,
+          record: MULTI_ROLE_SUCCESS.fileName,
+          message: `${MULTI_ROLE_SUCCESS.fileName} commits the role ${role}, but ${role}/ is not a directory here`,
         });
         continue;
       }
@@ -567,7 +560,7 @@ export async function verifyCheckpointDir(
   }
   if (success === null) return finish(ins, "checkpoint", dirIteration);
   await ins.readReceipt("", "full_checkpoint");
-  if ((await kindAt(join(dir, CONTROL_MANIFEST_FILE))).kind !== "absent") {
+  if ((await kindAt(join(dir, CONTROL_MANIFEST.fileName))).kind !== "absent") {
     const iteration = await inspectControlManifest(ins, dirIteration);
     return finish(ins, "checkpoint", iteration ?? dirIteration);
   }
@@ -586,14 +579,14 @@ export async function verifyMaterializedDir(
   options: LocalVerifyOptions = {},
 ): Promise<LocalVerifyReport> {
   const ins = new Inspection(dir, options);
-  const marker = await ins.record(MATERIALIZED_MARKER_FILE, readMaterializedMarker);
+  const marker = await ins.record(MATERIALIZED_MARKER.fileName, MATERIALIZED_MARKER.read);
   if (marker === undefined) {
     ins.notes.push(
-      `there is no ${MATERIALIZED_MARKER_FILE} marker: no recorded digests to check the shards against`,
+      `there is no ${MATERIALIZED_MARKER.fileName} marker: no recorded digests to check the shards against`,
     );
   }
   for (const shard of marker?.shards ?? [])
-    ins.expectations.push({ ...shard, record: MATERIALIZED_MARKER_FILE });
+    ins.expectations.push({ ...shard, record: MATERIALIZED_MARKER.fileName });
   if (options.finite) {
     const shards = marker ? marker.shards.map((s) => s.path) : await listEntries(dir);
     for (const rel of shards.filter((p) => p.endsWith(".safetensors"))) {

@@ -1,15 +1,12 @@
 import { mkdir, open, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
-  readStagedRecord,
-  serializeControlManifest,
-  serializeMaterializedMarker,
-  serializeMultiRoleSuccess,
-  serializeStagedRecord,
-  serializeUploadedMarker,
-  STAGED_RECORD_FILE,
-  STAGED_RECORD_SCHEMA,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  MATERIALIZED_MARKER,
+  MULTI_ROLE_SUCCESS,
+  STAGED_RECORD,
+  UPLOADED_MARKER,
 } from "@ckpt/manifest";
 import { writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
@@ -117,7 +114,7 @@ describe("verifyArtifactDir", () => {
       "VERIFY_SIZE_MISMATCH model.pt",
     ]);
     expect(report.problems.find((p) => p.code === "VERIFY_DIGEST_MISMATCH")).toMatchObject({
-      record: ARTIFACT_MANIFEST_FILE,
+      record: ARTIFACT_MANIFEST.fileName,
     });
   });
 
@@ -149,11 +146,11 @@ describe("verifyArtifactDir", () => {
   it("no manifest is an unfinished artifact; an unreadable one is VERIFY_RECORD_INVALID with its code; another iteration is named", async () => {
     const artifact = makeArtifact({ model });
     const dir = await artifactDir(artifact);
-    await rm(join(dir, ARTIFACT_MANIFEST_FILE));
+    await rm(join(dir, ARTIFACT_MANIFEST.fileName));
     expect(codes(await verifyArtifactDir(dir))).toEqual([
-      `VERIFY_ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST_FILE}`,
+      `VERIFY_ARTIFACT_UNCOMMITTED ${ARTIFACT_MANIFEST.fileName}`,
     ]);
-    await writeFile(join(dir, ARTIFACT_MANIFEST_FILE), '{"schema": ');
+    await writeFile(join(dir, ARTIFACT_MANIFEST.fileName), '{"schema": ');
     const invalid = await verifyArtifactDir(dir);
     expect(invalid.problems).toEqual([
       expect.objectContaining({ code: "VERIFY_RECORD_INVALID", cause: "JSON_TRUNCATED" }),
@@ -161,7 +158,7 @@ describe("verifyArtifactDir", () => {
     const elsewhere = join(await testdir(), "iter_000000400");
     await writeFiles(elsewhere, artifact.files);
     expect(codes(await verifyArtifactDir(elsewhere))).toEqual([
-      `VERIFY_ITERATION_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+      `VERIFY_ITERATION_MISMATCH ${ARTIFACT_MANIFEST.fileName}`,
     ]);
   });
 
@@ -189,11 +186,11 @@ describe("verifyStagedDir", () => {
     const artifact = makeArtifact({ model, trainer });
     const dir = join(await testdir(), "iter_000000300");
     const files = new Map(
-      [...artifact.payloads, ARTIFACT_MANIFEST_FILE].map((p) => [p, artifact.files.get(p)!]),
+      [...artifact.payloads, ARTIFACT_MANIFEST.fileName].map((p) => [p, artifact.files.get(p)!]),
     );
     await writeFiles(dir, files);
-    const record = serializeStagedRecord({
-      schema: STAGED_RECORD_SCHEMA,
+    const record = STAGED_RECORD.serialize({
+      schema: STAGED_RECORD.version,
       source: {
         uri: `s3://${DESTINATION.bucket}/${DESTINATION.prefix}`,
         destination: DESTINATION,
@@ -204,7 +201,7 @@ describe("verifyStagedDir", () => {
       files: [...files].map(([path, b]) => ({ path, size: b.length, sha256: sha(b) })),
       complete: true,
     });
-    await writeFile(join(dir, STAGED_RECORD_FILE), record);
+    await writeFile(join(dir, STAGED_RECORD.fileName), record);
     return { dir, artifact };
   }
 
@@ -219,15 +216,15 @@ describe("verifyStagedDir", () => {
 
   it("an interrupted fetch is VERIFY_STAGE_INCOMPLETE; a record whose source is not the staged manifest is VERIFY_STAGE_SOURCE_MISMATCH", async () => {
     const { dir } = await staged();
-    const record = await readStagedRecord(join(dir, ".staged.json"));
-    await writeFile(join(dir, ".staged.json"), serializeStagedRecord({ ...record, complete: false }));
+    const record = await STAGED_RECORD.read(join(dir, ".staged.json"));
+    await writeFile(join(dir, ".staged.json"), STAGED_RECORD.serialize({ ...record, complete: false }));
     expect(codes(await verifyStagedDir(dir))).toEqual(["VERIFY_STAGE_INCOMPLETE .staged.json"]);
     await writeFile(
       join(dir, ".staged.json"),
-      serializeStagedRecord({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
+      STAGED_RECORD.serialize({ ...record, source: { ...record.source, manifest_sha256: "a".repeat(64) } }),
     );
     expect(codes(await verifyStagedDir(dir))).toEqual([
-      `VERIFY_STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST_FILE}`,
+      `VERIFY_STAGE_SOURCE_MISMATCH ${ARTIFACT_MANIFEST.fileName}`,
     ]);
   });
 });
@@ -271,7 +268,7 @@ describe("verifyCheckpointDir", () => {
 
   it("a receipt that records an optimizer state retention removed counts it as released; a changed file is named", async () => {
     const dir = await checkpoint({ optim: false });
-    const receipt = serializeUploadedMarker({
+    const receipt = UPLOADED_MARKER.serialize({
       schema: "posttrain.archive-marker.v1",
       kind: "full_checkpoint",
       iteration: 100,
@@ -291,7 +288,7 @@ describe("verifyCheckpointDir", () => {
 
   it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
     const dir = join(await testdir(), "iter_000000012");
-    const success = serializeMultiRoleSuccess({
+    const success = MULTI_ROLE_SUCCESS.serialize({
       schema: "posttrain.multi-role-boundary.v1",
       iteration: 12,
       roles: { critic: { optimizer_step: 12 }, policy: { optimizer_step: 7 } },
@@ -318,7 +315,7 @@ describe("verifyCheckpointDir", () => {
     for (const c of ["model", "optim"]) for (const [n, b] of dcp) files.set(`${c}/${n}`, b);
     files.set(
       ".posttrain-manifest.json",
-      serializeControlManifest({
+      CONTROL_MANIFEST.serialize({
         schema: "posttrain.checkpoint-manifest.v1",
         iteration: 100,
         components: ["model", "optim"],
@@ -385,7 +382,7 @@ describe("verifyMaterializedDir", () => {
     }));
     await writeFile(
       join(dir, ".materialized"),
-      serializeMaterializedMarker({
+      MATERIALIZED_MARKER.serialize({
         schema: "posttrain.materialized.v1",
         conversion_version: "materialize_model_pt_to_hf/3",
         source: { source: "/runs/a/model.pt", size: 1, sha256: "1".repeat(64) },

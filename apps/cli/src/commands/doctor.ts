@@ -1,4 +1,4 @@
-import type { StorageProbeReport } from "@ckpt/manifest";
+import type { StorageProbeReport } from "@ckpt/diagnostics";
 import type { QualificationReport } from "@ckpt/object-store";
 import type { CliIo } from "../io.js";
 import { paint, table } from "../render.js";
@@ -119,7 +119,7 @@ export const doctorStorageCommand: CkptCommand<StorageArgs> = {
         "multi-node training: a local volume fails too; report as JSON",
       ),
   async run(args, io) {
-    const { probeStorage, storageVerdict } = await import("@ckpt/manifest");
+    const { probeStorage, storageVerdict } = await import("@ckpt/diagnostics");
     const report = await probeStorage(args.dir);
     const verdict = storageVerdict(report, args.expect);
     return {

@@ -1,4 +1,4 @@
-import type { DirectoryFingerprint } from "@ckpt/manifest";
+import type { DirectoryFingerprint } from "@ckpt/diagnostics";
 import { createProgress } from "../progress.js";
 import { formatBytes } from "../render.js";
 import type { CkptCommand } from "./registry.js";
@@ -56,7 +56,7 @@ export const fingerprintCommand: CkptCommand<FingerprintArgs> = {
         "seal a plan on a large base without reading its weights; the JSON lists every file",
       ),
   async run(args, io) {
-    const { fingerprintDirectory } = await import("@ckpt/manifest");
+    const { fingerprintDirectory } = await import("@ckpt/diagnostics");
     const progress = createProgress(io, "hash");
     let result: DirectoryFingerprint;
     try {

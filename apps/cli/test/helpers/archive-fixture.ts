@@ -1,10 +1,5 @@
 import { createHash } from "node:crypto";
-import {
-  type Destination,
-  serializeArchiveDeclaration,
-  serializeArtifactManifest,
-  serializeUploadedMarker,
-} from "@ckpt/manifest";
+import { type Destination, ARCHIVE_DECLARATION, ARTIFACT_MANIFEST, UPLOADED_MARKER } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 
 const sha = (b: Uint8Array) => createHash("sha256").update(b).digest("hex");
@@ -14,7 +9,7 @@ export async function publishFixture(
   store: ObjectStore,
   model: Uint8Array = new Uint8Array(2048).map((_, i) => (i * 7) % 251),
 ): Promise<{ receipt: (destination: Destination) => Uint8Array; model: Uint8Array }> {
-  const manifest = serializeArtifactManifest({
+  const manifest = ARTIFACT_MANIFEST.serialize({
     schema: "posttrain.checkpoint-artifact.v1",
     iteration: 300,
     format: "consolidated",
@@ -27,7 +22,7 @@ export async function publishFixture(
     { path: ".posttrain-checkpoint-artifact.json", size: manifest.length, sha256: sha(manifest) },
     { path: "model.pt", size: model.length, sha256: sha(model) },
   ];
-  const declaration = serializeArchiveDeclaration({
+  const declaration = ARCHIVE_DECLARATION.serialize({
     schema: "posttrain.artifact-archive.v1",
     manifest_sha256: sha(manifest),
     manifest_size: manifest.length,
@@ -39,7 +34,7 @@ export async function publishFixture(
   return {
     model,
     receipt: (destination) =>
-      serializeUploadedMarker({
+      UPLOADED_MARKER.serialize({
         schema: "posttrain.archive-marker.v1",
         kind: "artifact",
         iteration: 300,

@@ -1,22 +1,17 @@
 import { basename, join } from "node:path";
 import {
-  ARCHIVE_DECLARATION_SCHEMA,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
+  UPLOADED_MARKER,
   type ArtifactManifest,
   compareCodePoints,
   type FileEntry,
   LEGACY_ARTIFACT_MANIFEST_FILE,
-  MERGE_COMPLETE_FILE,
   type MergeComplete,
   type PhysicalComponent,
-  UPLOADED_MARKER_FILE,
   type UploadedMarkerRead,
-  parseArtifactManifest,
   readBoundedFile,
-  readMergeComplete,
-  readUploadedMarker,
-  serializeArchiveDeclaration,
-  serializeArtifactManifest,
   sha256Hex,
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
@@ -66,12 +61,12 @@ interface ManifestRead {
 }
 
 async function readManifest(dir: string): Promise<ManifestRead> {
-  const path = join(dir, ARTIFACT_MANIFEST_FILE);
+  const path = join(dir, ARTIFACT_MANIFEST.fileName);
   const bytes = await readOptional(path);
   if (bytes === undefined) {
     throw new ArchivePublisherError(
       "PUBLISH_NOT_COMMITTED",
-      `publish ${dir}: it has no ${ARTIFACT_MANIFEST_FILE}, so it is not a committed artifact. ` +
+      `publish ${dir}: it has no ${ARTIFACT_MANIFEST.fileName}, so it is not a committed artifact. ` +
         "Commit it first (`ckpt artifact commit`), once every payload is written.",
       { kind: "refused", subject: path },
     );
@@ -82,7 +77,7 @@ async function readManifest(dir: string): Promise<ManifestRead> {
     if (preserved !== undefined && !sameBytes(preserved, bytes)) {
       throw new ArchivePublisherError(
         "PUBLISH_LEGACY_CONFLICT",
-        `publish ${dir}: ${ARTIFACT_MANIFEST_FILE} is a legacy merge manifest, but ${LEGACY_ARTIFACT_MANIFEST_FILE} ` +
+        `publish ${dir}: ${ARTIFACT_MANIFEST.fileName} is a legacy merge manifest, but ${LEGACY_ARTIFACT_MANIFEST_FILE} ` +
           "already holds other bytes; converting would lose one of them. Inspect both and keep the right one.",
         { kind: "refused", subject: join(dir, LEGACY_ARTIFACT_MANIFEST_FILE) },
       );
@@ -90,7 +85,7 @@ async function readManifest(dir: string): Promise<ManifestRead> {
     return { manifest: convertLegacyMergeManifest(legacy), originalBytes: bytes, legacyOriginal: bytes };
   }
   try {
-    return { manifest: parseArtifactManifest(bytes, path), originalBytes: bytes };
+    return { manifest: ARTIFACT_MANIFEST.parse(bytes, path), originalBytes: bytes };
   } catch (error) {
     throw new ArchivePublisherError("PUBLISH_MANIFEST_INVALID", `publish ${dir}: ${messageOf(error)}`, {
       kind: "input",
@@ -102,18 +97,18 @@ async function readManifest(dir: string): Promise<ManifestRead> {
 
 const readMerge = (dir: string): Promise<MergeComplete | undefined> =>
   readIfPresent(
-    join(dir, MERGE_COMPLETE_FILE),
-    readMergeComplete,
+    join(dir, MERGE_COMPLETE.fileName),
+    MERGE_COMPLETE.read,
     "PUBLISH_MANIFEST_INVALID",
     `publish ${dir}`,
   );
 
 /** The local receipt, or undefined when absent or unreadable (a publish then writes a fresh one). */
 async function readReceipt(dir: string): Promise<UploadedMarkerRead | undefined> {
-  const path = join(dir, UPLOADED_MARKER_FILE);
+  const path = join(dir, UPLOADED_MARKER.fileName);
   if ((await entryKind(path)) !== "file") return undefined;
   try {
-    return await readUploadedMarker(path);
+    return await UPLOADED_MARKER.read(path);
   } catch {
     return undefined;
   }
@@ -142,9 +137,9 @@ export async function inspectLocalArtifact(
   if (read.manifest.iteration !== iteration) {
     throw new ArchivePublisherError(
       "PUBLISH_MANIFEST_INVALID",
-      `publish ${dir}: ${ARTIFACT_MANIFEST_FILE} records iteration ${read.manifest.iteration}, but the directory is ${basename(dir)}. ` +
+      `publish ${dir}: ${ARTIFACT_MANIFEST.fileName} records iteration ${read.manifest.iteration}, but the directory is ${basename(dir)}. ` +
         "The manifest belongs to another step; do not publish it from here.",
-      { kind: "input", subject: join(dir, ARTIFACT_MANIFEST_FILE) },
+      { kind: "input", subject: join(dir, ARTIFACT_MANIFEST.fileName) },
     );
   }
   const mergeComplete = await readMerge(dir);
@@ -240,17 +235,17 @@ export async function inspectLocalArtifact(
 
   const manifest = withDigests(read.manifest, actual);
   const manifestRewrite = digestsAdded || read.legacyOriginal !== undefined;
-  const manifestBytes = manifestRewrite ? serializeArtifactManifest(manifest) : read.originalBytes;
+  const manifestBytes = manifestRewrite ? ARTIFACT_MANIFEST.serialize(manifest) : read.originalBytes;
   files.push({
-    path: ARTIFACT_MANIFEST_FILE,
+    path: ARTIFACT_MANIFEST.fileName,
     size: manifestBytes.byteLength,
     sha256: sha256Hex(manifestBytes),
   });
   files.sort((a, b) => compareCodePoints(a.path, b.path));
   let declarationBytes: Uint8Array;
   try {
-    declarationBytes = serializeArchiveDeclaration({
-      schema: ARCHIVE_DECLARATION_SCHEMA,
+    declarationBytes = ARCHIVE_DECLARATION.serialize({
+      schema: ARCHIVE_DECLARATION.version,
       manifest_sha256: sha256Hex(manifestBytes),
       manifest_size: manifestBytes.byteLength,
       files,

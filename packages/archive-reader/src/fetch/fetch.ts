@@ -1,14 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join, posix } from "node:path";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  hashFile,
-  mapPool,
-  STAGED_RECORD_FILE,
-  STAGED_RECORD_RECORD,
-  writeFileAtomic,
-  writeRecordFile,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, STAGED_RECORD, hashFile, mapPool, writeFileAtomic } from "@ckpt/manifest";
 import type { ObjectInfo, ObjectStore } from "@ckpt/object-store";
 import { drain, type LongOperation, withEvents } from "@ckpt/progress";
 import { checkDcpDirectory } from "@ckpt/tensors";
@@ -86,7 +78,7 @@ async function runFetch(
   if (signal.aborted) throw abortedError(`fetch ${uri}`, signal);
   const remote = await readRemote(store, uri, signal);
   const manifestFile = {
-    path: ARTIFACT_MANIFEST_FILE,
+    path: ARTIFACT_MANIFEST.fileName,
     size: remote.manifestBytes.length,
     sha256: remote.manifestSha256,
   };
@@ -144,12 +136,12 @@ async function runFetch(
   };
   if (!plan.upToDate) {
     await mkdir(stagedDir, { recursive: true });
-    const recordPath = join(stagedDir, STAGED_RECORD_FILE);
+    const recordPath = join(stagedDir, STAGED_RECORD.fileName);
     // An existing record stops claiming completeness before any of its files is touched.
     if (scanned.record?.complete)
-      await writeRecordFile(recordPath, STAGED_RECORD_RECORD, { ...scanned.record, complete: false });
+      await STAGED_RECORD.write(recordPath, { ...scanned.record, complete: false });
     await removeOwned(stagedDir, plan.remove);
-    await writeRecordFile(recordPath, STAGED_RECORD_RECORD, plan.record);
+    await STAGED_RECORD.write(recordPath, plan.record);
     // Downloads run in parallel, each reporting through `emit`; an abort (the caller's, or the
     // caller leaving the loop) stops those still in flight.
     await mapPool(plan.download, options.concurrency ?? DEFAULT_DOWNLOAD_CONCURRENCY, async (file) => {
@@ -177,12 +169,14 @@ async function runFetch(
       emit({ type: "dcp-check", path: dir });
     }
     if (plan.writeManifest) {
-      await writeFileAtomic(join(stagedDir, ARTIFACT_MANIFEST_FILE), remote.manifestBytes, { verify: true });
+      await writeFileAtomic(join(stagedDir, ARTIFACT_MANIFEST.fileName), remote.manifestBytes, {
+        verify: true,
+      });
       files.push({ ...manifestFile, action: "downloaded" });
     } else {
       files.push({ ...manifestFile, action: "kept" });
     }
-    await writeRecordFile(recordPath, STAGED_RECORD_RECORD, { ...plan.record, complete: true });
+    await STAGED_RECORD.write(recordPath, { ...plan.record, complete: true });
   } else {
     files.push({ ...manifestFile, action: "kept" });
   }
@@ -196,7 +190,7 @@ async function runFetch(
     declarationSha256: remote.declarationSha256,
     upToDate: plan.upToDate,
     files,
-    removed: plan.remove.filter((p) => !(p === ARTIFACT_MANIFEST_FILE && !plan.replacing)),
+    removed: plan.remove.filter((p) => !(p === ARTIFACT_MANIFEST.fileName && !plan.replacing)),
     downloadedBytes: ctx.doneBytes,
     resumedInPlace: ctx.resumedInPlace,
   };

@@ -1,8 +1,8 @@
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  STAGED_RECORD,
   formatIterDir,
   parseIterDir,
-  STAGED_RECORD_FILE,
   type StagedRecord,
   type StagedSource,
 } from "@ckpt/manifest";
@@ -115,7 +115,7 @@ export function planFetch(target: FetchTarget, local: LocalStageState): FetchPla
       const first = [...entries.keys()].sort()[0];
       throw foreign(
         stagedDir,
-        `the directory holds files (${first}, ...) but no ${STAGED_RECORD_FILE} ownership record.`,
+        `the directory holds files (${first}, ...) but no ${STAGED_RECORD.fileName} ownership record.`,
       );
     }
   }
@@ -133,7 +133,7 @@ export function planFetch(target: FetchTarget, local: LocalStageState): FetchPla
       if (remaining.has(path) && !owned.has(path)) {
         throw foreign(
           stagedDir,
-          `${path} is in the way and ${STAGED_RECORD_FILE} does not name it as staged by ckpt.`,
+          `${path} is in the way and ${STAGED_RECORD.fileName} does not name it as staged by ckpt.`,
         );
       }
     }
@@ -159,7 +159,7 @@ export function planFetch(target: FetchTarget, local: LocalStageState): FetchPla
   const writeManifest = download.length > 0 || !manifestMatches;
   // Payloads come before the native manifest: a manifest still on disk while payloads are missing goes first.
   const staleManifest =
-    writeManifest && manifestEntry !== undefined && !replacing ? [ARTIFACT_MANIFEST_FILE] : [];
+    writeManifest && manifestEntry !== undefined && !replacing ? [ARTIFACT_MANIFEST.fileName] : [];
   const upToDate = record?.complete === true && !replacing && !writeManifest;
   return {
     stagedDir,
@@ -184,8 +184,8 @@ export function stagedDirName(lastSegment: string, iteration: number, uri: strin
   if (named !== iteration) {
     throw new ArchiveReaderError(
       "READER_REMOTE_RECORD_INVALID",
-      `fetch ${uri}: the prefix names ${lastSegment} but ${ARTIFACT_MANIFEST_FILE} records iteration ${iteration}. The archive is misplaced; check the URI.`,
-      { kind: "refused", subject: ARTIFACT_MANIFEST_FILE },
+      `fetch ${uri}: the prefix names ${lastSegment} but ${ARTIFACT_MANIFEST.fileName} records iteration ${iteration}. The archive is misplaced; check the URI.`,
+      { kind: "refused", subject: ARTIFACT_MANIFEST.fileName },
     );
   }
   return lastSegment;

@@ -1,15 +1,13 @@
 import { createHash } from "node:crypto";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
   type ArchiveDeclaration,
   type ArtifactManifest,
   artifactPayloadFiles,
   type CheckpointFormat,
   MAX_RECORD_BYTES,
   ManifestError,
-  parseArchiveDeclaration,
-  parseArtifactManifest,
 } from "@ckpt/manifest";
 import { type ObjectInfo, type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchiveReaderError } from "../errors.js";
@@ -78,8 +76,8 @@ export async function readRemoteRecord(
 
 /** GETs the native manifest and the declaration, each bounded. */
 export async function readRemoteRecords(store: ObjectStore, signal?: AbortSignal): Promise<RemoteRecords> {
-  const manifestBytes = await readRemoteRecord(store, ARTIFACT_MANIFEST_FILE, signal);
-  const declarationBytes = await readRemoteRecord(store, ARCHIVE_DECLARATION_FILE, signal);
+  const manifestBytes = await readRemoteRecord(store, ARTIFACT_MANIFEST.fileName, signal);
+  const declarationBytes = await readRemoteRecord(store, ARCHIVE_DECLARATION.fileName, signal);
   return { manifestBytes, declarationBytes };
 }
 
@@ -137,11 +135,16 @@ export function resolveRemoteArtifact(
   if (records.manifestBytes === null) {
     throw new ArchiveReaderError(
       "READER_REMOTE_INCOMPLETE",
-      `fetch ${uri}: there is no ${ARTIFACT_MANIFEST_FILE}. The archive is unfinished (the manifest is uploaded last) or the URI names no artifact; publish it again or check the URI.`,
-      { kind: "refused", subject: ARTIFACT_MANIFEST_FILE },
+      `fetch ${uri}: there is no ${ARTIFACT_MANIFEST.fileName}. The archive is unfinished (the manifest is uploaded last) or the URI names no artifact; publish it again or check the URI.`,
+      { kind: "refused", subject: ARTIFACT_MANIFEST.fileName },
     );
   }
-  const manifest = parseRemote(parseArtifactManifest, records.manifestBytes, uri, ARTIFACT_MANIFEST_FILE);
+  const manifest = parseRemote(
+    ARTIFACT_MANIFEST.parse,
+    records.manifestBytes,
+    uri,
+    ARTIFACT_MANIFEST.fileName,
+  );
   const manifestSha256 = sha256(records.manifestBytes);
   const described = artifactPayloadFiles(manifest);
   const dcpDirectories = manifest.physical_components
@@ -160,10 +163,10 @@ export function resolveRemoteArtifact(
 
   if (records.declarationBytes !== null) {
     const declaration: ArchiveDeclaration = parseRemote(
-      parseArchiveDeclaration,
+      ARCHIVE_DECLARATION.parse,
       records.declarationBytes,
       uri,
-      ARCHIVE_DECLARATION_FILE,
+      ARCHIVE_DECLARATION.fileName,
     );
     if (
       declaration.manifest_sha256 !== manifestSha256 ||
@@ -171,8 +174,8 @@ export function resolveRemoteArtifact(
     ) {
       throw mismatch(
         uri,
-        `the declaration binds a manifest of ${declaration.manifest_size} bytes with sha256 ${declaration.manifest_sha256}, but ${ARTIFACT_MANIFEST_FILE} is ${records.manifestBytes.length} bytes with sha256 ${manifestSha256}.`,
-        ARTIFACT_MANIFEST_FILE,
+        `the declaration binds a manifest of ${declaration.manifest_size} bytes with sha256 ${declaration.manifest_sha256}, but ${ARTIFACT_MANIFEST.fileName} is ${records.manifestBytes.length} bytes with sha256 ${manifestSha256}.`,
+        ARTIFACT_MANIFEST.fileName,
       );
     }
     const declared = new Map(declaration.files.map((f) => [f.path, f]));
@@ -195,7 +198,7 @@ export function resolveRemoteArtifact(
   if (directory !== undefined) {
     throw new ArchiveReaderError(
       "READER_LEGACY_DCP_UNPROVABLE",
-      `fetch ${uri}: the archive has no ${ARCHIVE_DECLARATION_FILE} and component ${directory.name} is a directory of shards; ` +
+      `fetch ${uri}: the archive has no ${ARCHIVE_DECLARATION.fileName} and component ${directory.name} is a directory of shards; ` +
         "without a declared inventory nothing proves every shard is present. Publish the local artifact again to a new destination.",
       { kind: "refused", subject: directory.path },
     );
@@ -232,7 +235,7 @@ export function resolveRemoteArtifact(
 
 /** The payload paths a legacy archive needs HEADs for (its manifest read already). Pure. */
 export function legacyHeadPaths(manifestBytes: Uint8Array, uri: string): string[] {
-  const manifest = parseRemote(parseArtifactManifest, manifestBytes, uri, ARTIFACT_MANIFEST_FILE);
+  const manifest = parseRemote(ARTIFACT_MANIFEST.parse, manifestBytes, uri, ARTIFACT_MANIFEST.fileName);
   if (manifest.physical_components.some(isDirectory)) return [];
   return artifactPayloadFiles(manifest).map((f) => f.path);
 }

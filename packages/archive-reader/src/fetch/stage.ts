@@ -1,15 +1,13 @@
 import { lstat, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  STAGED_RECORD,
   fsyncDirectory,
   ManifestError,
-  parseStagedRecord,
   readOwnership,
-  readStagedRecord,
   removeTemporaries,
   resolveInside,
-  STAGED_RECORD_FILE,
   type StagedRecord,
 } from "@ckpt/manifest";
 import { ArchiveReaderError } from "../errors.js";
@@ -48,10 +46,10 @@ export async function scanLocal(
   // name, a writer that is gone): this tool's own file, removed before ownership is judged. Under
   // a record of ours, so is an abandoned temporary of the native manifest (a kill while the
   // staged copy was being completed).
-  await removeTemporaries(stagedDir, { target: STAGED_RECORD_FILE });
+  await removeTemporaries(stagedDir, { target: STAGED_RECORD.fileName });
   // Ours only when the record parses as ours (@ckpt/manifest's ownership rule).
-  const { owned } = await readOwnership(stagedDir, STAGED_RECORD_FILE, parseStagedRecord);
-  if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST_FILE });
+  const { owned } = await readOwnership(stagedDir, STAGED_RECORD.fileName, STAGED_RECORD.parse);
+  if (owned) await removeTemporaries(stagedDir, { target: ARTIFACT_MANIFEST.fileName });
   const walk = async (dir: string, rel: string): Promise<void> => {
     for (const dirent of await readdir(dir, { withFileTypes: true })) {
       const path = rel === "" ? dirent.name : `${rel}/${dirent.name}`;
@@ -72,18 +70,18 @@ export async function scanLocal(
     }
   };
   await walk(stagedDir, "");
-  const recordEntry = entries.get(STAGED_RECORD_FILE);
-  entries.delete(STAGED_RECORD_FILE);
+  const recordEntry = entries.get(STAGED_RECORD.fileName);
+  entries.delete(STAGED_RECORD.fileName);
   if (recordEntry === undefined) return { entries, record: undefined };
   try {
-    return { entries, record: await readStagedRecord(join(stagedDir, STAGED_RECORD_FILE)) };
+    return { entries, record: await STAGED_RECORD.read(join(stagedDir, STAGED_RECORD.fileName)) };
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     throw new ArchiveReaderError(
       "READER_STAGE_RECORD_INVALID",
-      `fetch into ${stagedDir}: ${STAGED_RECORD_FILE} is not a valid staging record (${error.message}). ` +
+      `fetch into ${stagedDir}: ${STAGED_RECORD.fileName} is not a valid staging record (${error.message}). ` +
         "ckpt cannot tell which files it owns there; choose another --dst or move the directory away.",
-      { kind: "refused", subject: join(stagedDir, STAGED_RECORD_FILE), cause: error },
+      { kind: "refused", subject: join(stagedDir, STAGED_RECORD.fileName), cause: error },
     );
   }
 }

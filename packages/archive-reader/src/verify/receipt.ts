@@ -2,8 +2,7 @@ import { join } from "node:path";
 import {
   type Destination,
   ManifestError,
-  readUploadedMarker,
-  UPLOADED_MARKER_FILE,
+  UPLOADED_MARKER,
   type UploadedMarker,
   type UploadedMarkerRead,
 } from "@ckpt/manifest";
@@ -47,15 +46,15 @@ export type VerifyReceiptOptions = VerifyRemoteOptions;
  * digest, so nothing can be verified through it.
  */
 export async function readReceipt(iterDir: string): Promise<{ path: string; marker: UploadedMarker }> {
-  const path = join(iterDir, UPLOADED_MARKER_FILE);
+  const path = join(iterDir, UPLOADED_MARKER.fileName);
   let read: UploadedMarkerRead;
   try {
-    read = await readUploadedMarker(path);
+    read = await UPLOADED_MARKER.read(path);
   } catch (error) {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") {
       throw new ArchiveReaderError(
         "READER_RECEIPT_MISSING",
-        `verify ${iterDir}: there is no ${UPLOADED_MARKER_FILE} receipt. Publish the artifact first; only a published directory can be verified.`,
+        `verify ${iterDir}: there is no ${UPLOADED_MARKER.fileName} receipt. Publish the artifact first; only a published directory can be verified.`,
         { kind: "input", subject: path, cause: error },
       );
     }

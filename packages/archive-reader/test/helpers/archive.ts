@@ -1,12 +1,10 @@
 import { createHash } from "node:crypto";
 import {
-  ARCHIVE_DECLARATION_FILE,
-  ARTIFACT_MANIFEST_FILE,
+  ARCHIVE_DECLARATION,
+  ARTIFACT_MANIFEST,
+  UPLOADED_MARKER,
   type ArtifactManifest,
   type Destination,
-  serializeArchiveDeclaration,
-  serializeArtifactManifest,
-  serializeUploadedMarker,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import { seededBytes as bytes } from "@ckpt/test-utils";
@@ -81,10 +79,10 @@ export function makeArtifact(spec: ArtifactSpec = {}): TestArtifact {
     logical_components: logical,
     physical_components: physical,
   };
-  const manifestBytes = serializeArtifactManifest(manifest);
+  const manifestBytes = ARTIFACT_MANIFEST.serialize(manifest);
   for (const [path, b] of spec.extras ?? []) files.set(path, b);
-  files.set(ARTIFACT_MANIFEST_FILE, manifestBytes);
-  const declarationBytes = serializeArchiveDeclaration({
+  files.set(ARTIFACT_MANIFEST.fileName, manifestBytes);
+  const declarationBytes = ARCHIVE_DECLARATION.serialize({
     schema: "posttrain.artifact-archive.v1",
     manifest_sha256: sha(manifestBytes),
     manifest_size: manifestBytes.length,
@@ -110,11 +108,11 @@ export async function putArchive(
 ) {
   const omit = new Set(options.omit ?? []);
   if (!options.withoutDeclaration)
-    await store.put(ARCHIVE_DECLARATION_FILE, artifact.declarationBytes, {
+    await store.put(ARCHIVE_DECLARATION.fileName, artifact.declarationBytes, {
       sha256: sha(artifact.declarationBytes),
     });
   const ordered = [...artifact.files].sort(
-    ([a], [b]) => Number(a === ARTIFACT_MANIFEST_FILE) - Number(b === ARTIFACT_MANIFEST_FILE),
+    ([a], [b]) => Number(a === ARTIFACT_MANIFEST.fileName) - Number(b === ARTIFACT_MANIFEST.fileName),
   );
   for (const [path, b] of ordered) {
     if (omit.has(path)) continue;
@@ -124,7 +122,7 @@ export async function putArchive(
 
 /** Receipt bytes for an artifact archived at `destination`. */
 export function receiptFor(artifact: TestArtifact, destination: Destination): Uint8Array {
-  return serializeUploadedMarker({
+  return UPLOADED_MARKER.serialize({
     schema: "posttrain.archive-marker.v1",
     kind: "artifact",
     iteration: artifact.iteration,

@@ -5,19 +5,13 @@ import {
   CURRENT_CONVERSION_VERSION,
   fsyncDirectory,
   fsyncFile,
-  MATERIALIZED_MARKER_FILE,
-  MATERIALIZED_MARKER_RECORD,
-  MATERIALIZED_MARKER_SCHEMA,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
   type MaterializedMarker,
-  OVERLAY_SOURCE_FILE,
-  OVERLAY_SOURCE_RECORD,
-  OVERLAY_SOURCE_SCHEMA,
-  type OverlaySource,
   recoverSwap,
   type SourceFile,
   type StagedPaths,
   swapIntoPlace,
-  writeRecordFile,
 } from "@ckpt/manifest";
 import { drain, type LongOperation } from "@ckpt/progress";
 import { type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
@@ -315,8 +309,8 @@ class Run {
     let files: StagedFile[] = [];
     try {
       const known = this.session.quickIdentity;
-      await writeRecordFile<OverlaySource>(join(staged, OVERLAY_SOURCE_FILE), OVERLAY_SOURCE_RECORD, {
-        schema: OVERLAY_SOURCE_SCHEMA,
+      await OVERLAY_SOURCE.write(join(staged, OVERLAY_SOURCE.fileName), {
+        schema: OVERLAY_SOURCE.version,
         conversion_version: CURRENT_CONVERSION_VERSION,
         source: { source: opened.label, size: opened.size, sha256: known?.sha256 ?? null },
         base: { source: base.dir, fingerprint: base.fingerprint },
@@ -360,7 +354,7 @@ class Run {
       stage = "mark";
       this.lock.assertHeld();
       const marker: MaterializedMarker = {
-        schema: MATERIALIZED_MARKER_SCHEMA,
+        schema: MATERIALIZED_MARKER.version,
         ...this.identityOf(source),
         shards: written,
         tensor_count: report.tensorCount,
@@ -373,8 +367,8 @@ class Run {
             }
           : null,
       };
-      await writeRecordFile(join(staged, MATERIALIZED_MARKER_FILE), MATERIALIZED_MARKER_RECORD, marker);
-      await rm(join(staged, OVERLAY_SOURCE_FILE));
+      await MATERIALIZED_MARKER.write(join(staged, MATERIALIZED_MARKER.fileName), marker);
+      await rm(join(staged, OVERLAY_SOURCE.fileName));
       await fsyncDirectory(staged);
       return { marker, report };
     } catch (error) {

@@ -3,12 +3,10 @@ import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
   hashFile,
-  MATERIALIZED_MARKER_FILE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
   type MaterializedMarker,
-  OVERLAY_SOURCE_FILE,
   type Ownership,
-  parseMaterializedMarker,
-  parseOverlaySource,
   readOwnership,
   removeOwnedDirectory,
 } from "@ckpt/manifest";
@@ -21,7 +19,7 @@ import type { TreeState } from "./decide.js";
 
 /** A writeFileAtomic temporary of one of this tool's records (left by a kill while it was written). */
 const RECORD_TEMPORARY = new RegExp(
-  `^\\.(${[OVERLAY_SOURCE_FILE, MATERIALIZED_MARKER_FILE].map((n) => n.replace(/\./g, "\\.")).join("|")})\\.tmp-\\d+-[0-9a-f]{12}$`,
+  `^\\.(${[OVERLAY_SOURCE.fileName, MATERIALIZED_MARKER.fileName].map((n) => n.replace(/\./g, "\\.")).join("|")})\\.tmp-\\d+-[0-9a-f]{12}$`,
 );
 
 /**
@@ -73,16 +71,16 @@ export async function ownershipOf(
   dir: string,
   names: readonly string[],
 ): Promise<Ownership<MaterializedMarker | undefined>> {
-  if (names.includes(MATERIALIZED_MARKER_FILE))
-    return readOwnership(dir, MATERIALIZED_MARKER_FILE, parseMaterializedMarker);
-  if (names.includes(OVERLAY_SOURCE_FILE)) {
-    const overlay = await readOwnership(dir, OVERLAY_SOURCE_FILE, parseOverlaySource);
+  if (names.includes(MATERIALIZED_MARKER.fileName))
+    return readOwnership(dir, MATERIALIZED_MARKER.fileName, MATERIALIZED_MARKER.parse);
+  if (names.includes(OVERLAY_SOURCE.fileName)) {
+    const overlay = await readOwnership(dir, OVERLAY_SOURCE.fileName, OVERLAY_SOURCE.parse);
     return overlay.owned ? { owned: true, record: undefined } : overlay;
   }
   if (names.every((n) => RECORD_TEMPORARY.test(n))) return { owned: true, record: undefined };
   return {
     owned: false,
-    reason: `holds ${names.length} entries and no ckpt record (${MATERIALIZED_MARKER_FILE} or ${OVERLAY_SOURCE_FILE})`,
+    reason: `holds ${names.length} entries and no ckpt record (${MATERIALIZED_MARKER.fileName} or ${OVERLAY_SOURCE.fileName})`,
   };
 }
 
@@ -103,7 +101,7 @@ export function removeOwnedTree(dir: string): Promise<void> {
         "Move them away or choose another --out; ckpt never deletes what it did not create.",
         { file: path },
       ),
-    recordsLast: [OVERLAY_SOURCE_FILE, MATERIALIZED_MARKER_FILE],
+    recordsLast: [OVERLAY_SOURCE.fileName, MATERIALIZED_MARKER.fileName],
   });
 }
 
@@ -122,7 +120,7 @@ export async function inspectTree(dir: string, base: BasePreflight): Promise<Tre
   if (!ownership.owned) return { kind: "foreign", reason: ownership.reason };
   const marker = ownership.record;
   if (marker === undefined) {
-    return names.includes(OVERLAY_SOURCE_FILE)
+    return names.includes(OVERLAY_SOURCE.fileName)
       ? { kind: "incomplete", reason: "its build did not finish" }
       : { kind: "incomplete", reason: "its build had just begun" };
   }

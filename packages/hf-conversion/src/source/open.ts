@@ -2,13 +2,7 @@ import { messageOf } from "@ckpt/errors";
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  fileHandleByteSource,
-  hashFile,
-  ManifestError,
-  readArtifactManifest,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, fileHandleByteSource, hashFile, ManifestError } from "@ckpt/manifest";
 import { openTorchFile, type TorchFile, type TorchTensorEntry } from "@ckpt/tensors";
 import { HfConversionError, quote, refusal } from "../errors.js";
 import type { SourceTensor } from "../plan/mapping.js";
@@ -30,17 +24,17 @@ export async function readArtifactModel(
   ckptDir: string,
 ): Promise<{ path: string; expected: ExpectedSource }> {
   const dir = resolve(ckptDir);
-  const manifestPath = join(dir, ARTIFACT_MANIFEST_FILE);
-  let manifest: Awaited<ReturnType<typeof readArtifactManifest>>;
+  const manifestPath = join(dir, ARTIFACT_MANIFEST.fileName);
+  let manifest: Awaited<ReturnType<typeof ARTIFACT_MANIFEST.read>>;
   try {
-    manifest = await readArtifactManifest(manifestPath);
+    manifest = await ARTIFACT_MANIFEST.read(manifestPath);
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     const absent = error.code === "RECORD_NOT_FOUND";
     throw refusal(
       "MATERIALIZE_SOURCE_NOT_ARTIFACT",
       absent
-        ? `${dir} has no ${ARTIFACT_MANIFEST_FILE}, so it is not a committed artifact (the manifest is written last)`
+        ? `${dir} has no ${ARTIFACT_MANIFEST.fileName}, so it is not a committed artifact (the manifest is written last)`
         : `${manifestPath} is not a valid artifact manifest (${error.message})`,
       "the build would have converted a model.pt nothing vouches for",
       "Point --ckpt-dir at a committed checkpoint_artifacts/iter_* directory.",

@@ -5,8 +5,8 @@ import { join } from "node:path";
 import {
   type ByteSource,
   compareFileRanges,
-  MATERIALIZED_MARKER_FILE,
-  OVERLAY_SOURCE_FILE,
+  MATERIALIZED_MARKER,
+  OVERLAY_SOURCE,
   openFileByteSource,
   type RangePair,
 } from "@ckpt/manifest";
@@ -163,8 +163,8 @@ export async function verifyStaged(input: VerifyInput): Promise<VerifyReport> {
   const expected = new Set([
     ...input.written.map((w) => w.path),
     ...base.sidecars.map((s) => s.path),
-    MATERIALIZED_MARKER_FILE,
-    OVERLAY_SOURCE_FILE,
+    MATERIALIZED_MARKER.fileName,
+    OVERLAY_SOURCE.fileName,
   ]);
   for (const name of await listTree(dir)) {
     if (!expected.has(name) && name !== TEMPLATE_DIR) problems.push(`${name} is not part of the output`);

@@ -95,10 +95,10 @@ function compareCodeUnits(a: string, b: string): number {
 export type SymlinkPolicy = "refuse" | "inside";
 
 /**
- * Lists the regular files under `root`, refusing special files anywhere inside (a FIFO would
- * block the reader) and symbolic links as `symlinks` says.
+ * Lists the regular files under `root` as files to hash (`hashPlannedFiles`), refusing special
+ * files anywhere inside (a FIFO would block the reader) and symbolic links as `symlinks` says.
  */
-export async function walk(
+export async function planDirectory(
   root: string,
   signal: AbortSignal | undefined,
   symlinks: SymlinkPolicy = "refuse",
@@ -170,7 +170,7 @@ export async function walk(
  * sorted. Progress events name files by their relative path.
  */
 export async function hashDirectory(dir: string, options: HashOptions = {}): Promise<DirectoryDigest> {
-  const files = await walk(dir, options.signal);
+  const files = await planDirectory(dir, options.signal);
   const digests = await hashPlannedFiles(files, options, dir);
   return {
     files: files.map((file, index) => ({ path: file.label, ...digests[index]! })),

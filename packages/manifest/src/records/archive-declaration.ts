@@ -3,7 +3,6 @@ import {
   codedIssue,
   fileEntrySchema,
   inventorySchema,
-  type RecordSchema,
   recordApi,
   sha256Schema,
   sizeSchema,
@@ -11,14 +10,14 @@ import {
 } from "./common.js";
 import { ARCHIVE_DECLARATION_FILE, ARTIFACT_MANIFEST_FILE, UPLOADED_MARKER_FILE } from "./names.js";
 
-export const ARCHIVE_DECLARATION_SCHEMA = "posttrain.artifact-archive.v1";
+export const ARCHIVE_DECLARATION_VERSION = "posttrain.artifact-archive.v1";
 
 /** Files that describe an archive and therefore can never be among the files it declares. */
 const NEVER_DECLARED: ReadonlySet<string> = new Set([ARCHIVE_DECLARATION_FILE, UPLOADED_MARKER_FILE]);
 
 export const archiveDeclarationSchema = z
   .strictObject({
-    schema: z.literal(ARCHIVE_DECLARATION_SCHEMA),
+    schema: z.literal(ARCHIVE_DECLARATION_VERSION),
     /** SHA-256 and size of the native manifest's bytes, the completion record uploaded last. */
     manifest_sha256: sha256Schema,
     manifest_size: sizeSchema,
@@ -59,17 +58,11 @@ export const archiveDeclarationSchema = z
  */
 export type ArchiveDeclaration = z.infer<typeof archiveDeclarationSchema>;
 
-export const ARCHIVE_DECLARATION_RECORD: RecordSchema<ArchiveDeclaration> = {
+export const ARCHIVE_DECLARATION = recordApi<ArchiveDeclaration, typeof ARCHIVE_DECLARATION_VERSION>({
   title: "archive declaration",
   fileName: ARCHIVE_DECLARATION_FILE,
   versionField: "schema",
-  versions: [ARCHIVE_DECLARATION_SCHEMA],
+  versions: [ARCHIVE_DECLARATION_VERSION],
   schema: archiveDeclarationSchema,
   normalize: (d) => ({ ...d, files: sortByPath(d.files) }),
-};
-
-const api = recordApi(ARCHIVE_DECLARATION_RECORD);
-export const validateArchiveDeclaration = api.validate;
-export const parseArchiveDeclaration = api.parse;
-export const readArchiveDeclaration = api.read;
-export const serializeArchiveDeclaration = api.serialize;
+});

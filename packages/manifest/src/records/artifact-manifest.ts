@@ -3,7 +3,6 @@ import {
   codedIssue,
   inventorySchema,
   iterationSchema,
-  type RecordSchema,
   recordApi,
   safeRelativePathSchema,
   sha256Schema,
@@ -14,7 +13,7 @@ import {
 } from "./common.js";
 import { ARTIFACT_MANIFEST_FILE } from "./names.js";
 
-export const ARTIFACT_MANIFEST_SCHEMA = "posttrain.checkpoint-artifact.v1";
+export const ARTIFACT_MANIFEST_VERSION = "posttrain.checkpoint-artifact.v1";
 
 /** The three backend-neutral component names, in their canonical order. */
 export const LOGICAL_COMPONENTS = ["model", "optimizer", "training_state"] as const;
@@ -82,7 +81,7 @@ export function physicalComponentPath(name: PhysicalComponentName, kind: "file" 
 
 export const artifactManifestSchema = z
   .strictObject({
-    schema: z.literal(ARTIFACT_MANIFEST_SCHEMA),
+    schema: z.literal(ARTIFACT_MANIFEST_VERSION),
     iteration: iterationSchema,
     format: z.enum(CHECKPOINT_FORMATS),
     logical_components: z.array(z.enum(LOGICAL_COMPONENTS)).min(1).max(LOGICAL_COMPONENTS.length),
@@ -161,11 +160,11 @@ export const artifactManifestSchema = z
 /** The native manifest of a checkpoint artifact, `.posttrain-checkpoint-artifact.json`, committed last. */
 export type ArtifactManifest = z.infer<typeof artifactManifestSchema>;
 
-export const ARTIFACT_MANIFEST_RECORD: RecordSchema<ArtifactManifest> = {
+export const ARTIFACT_MANIFEST = recordApi<ArtifactManifest, typeof ARTIFACT_MANIFEST_VERSION>({
   title: "artifact manifest",
   fileName: ARTIFACT_MANIFEST_FILE,
   versionField: "schema",
-  versions: [ARTIFACT_MANIFEST_SCHEMA],
+  versions: [ARTIFACT_MANIFEST_VERSION],
   schema: artifactManifestSchema,
   normalize: (m) => ({
     ...m,
@@ -173,7 +172,7 @@ export const ARTIFACT_MANIFEST_RECORD: RecordSchema<ArtifactManifest> = {
       .sort((a, b) => PHYSICAL_COMPONENTS.indexOf(a.name) - PHYSICAL_COMPONENTS.indexOf(b.name))
       .map((c) => (c.kind === "dir" ? { ...c, files: sortByPath(c.files) } : c)),
   }),
-};
+});
 
 /**
  * Every file an artifact manifest describes, as paths relative to the artifact directory (a
@@ -183,7 +182,7 @@ export function artifactPayloadFiles(
   manifest: ArtifactManifest,
 ): Array<{ path: string; size: number; sha256?: string; component: PhysicalComponentName }> {
   const out: Array<{ path: string; size: number; sha256?: string; component: PhysicalComponentName }> = [];
-  for (const c of ARTIFACT_MANIFEST_RECORD.normalize!(manifest).physical_components) {
+  for (const c of ARTIFACT_MANIFEST.normalize!(manifest).physical_components) {
     if (c.kind === "file") {
       out.push({ path: c.path, size: c.size, component: c.name, ...(c.sha256 ? { sha256: c.sha256 } : {}) });
     } else {
@@ -199,9 +198,3 @@ export function artifactPayloadFiles(
   }
   return out;
 }
-
-const api = recordApi(ARTIFACT_MANIFEST_RECORD);
-export const validateArtifactManifest = api.validate;
-export const parseArtifactManifest = api.parse;
-export const readArtifactManifest = api.read;
-export const serializeArtifactManifest = api.serialize;

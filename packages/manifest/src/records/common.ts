@@ -350,20 +350,32 @@ export async function writeRecordFile<T>(path: string, spec: RecordSchema<T>, va
   await writeFileAtomic(path, serializeRecord(spec, value, path));
 }
 
-/** The four pure and I/O entry points of one record kind, bound to its description. */
-export interface RecordApi<T> {
+/**
+ * One kind of record as an object: its description (file name, version field, zod schema) and the
+ * pure and I/O entry points bound to it. `version` is the version this library writes, the first of
+ * `versions`.
+ */
+export interface RecordApi<T, V extends string = string> extends RecordSchema<T> {
+  readonly version: V;
   validate(json: unknown, name?: string): ValidationResult<T>;
   parse(bytes: Uint8Array, name?: string): T;
   read(path: string): Promise<T>;
   serialize(value: T): Uint8Array;
+  write(path: string, value: T): Promise<void>;
 }
 
-export function recordApi<T>(spec: RecordSchema<T>): RecordApi<T> {
+export function recordApi<T, V extends string>(
+  spec: RecordSchema<T> & { readonly versions: readonly V[] },
+): RecordApi<T, V> {
   return {
+    ...spec,
+    // Every description lists at least its current version.
+    version: spec.versions[0]!,
     validate: (json, name = spec.fileName) => validateRecord(spec, json, name),
     parse: (bytes, name = spec.fileName) => parseRecordBytes(spec, bytes, name),
     read: (path) => readRecordFile(path, spec),
     serialize: (value) => serializeRecord(spec, value),
+    write: (path, value) => writeRecordFile(path, spec, value),
   };
 }
 

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { codedIssue, fileEntrySchema, iterationSchema, type RecordSchema, recordApi } from "./common.js";
+import { codedIssue, fileEntrySchema, iterationSchema, recordApi } from "./common.js";
 import { CONTROL_MANIFEST_FILE } from "./names.js";
 
-export const CONTROL_MANIFEST_SCHEMA = "posttrain.checkpoint-manifest.v1";
+export const CONTROL_MANIFEST_VERSION = "posttrain.checkpoint-manifest.v1";
 
 /** DCP component directories of a full checkpoint, in canonical order. */
 export const DCP_COMPONENTS = ["model", "optim", "old", "ref"] as const;
@@ -26,7 +26,7 @@ export function controlGenerationDir(generation: string): string {
 
 export const controlManifestSchema = z
   .strictObject({
-    schema: z.literal(CONTROL_MANIFEST_SCHEMA),
+    schema: z.literal(CONTROL_MANIFEST_VERSION),
     iteration: iterationSchema,
     /** The DCP component directories of this checkpoint; each holds its own `.metadata`. */
     components: z.array(z.enum(DCP_COMPONENTS)).min(2).max(DCP_COMPONENTS.length),
@@ -78,16 +78,10 @@ export const controlManifestSchema = z
 /** The full-checkpoint control manifest `.posttrain-manifest.json`. */
 export type ControlManifest = z.infer<typeof controlManifestSchema>;
 
-export const CONTROL_MANIFEST_RECORD: RecordSchema<ControlManifest> = {
+export const CONTROL_MANIFEST = recordApi<ControlManifest, typeof CONTROL_MANIFEST_VERSION>({
   title: "checkpoint control manifest",
   fileName: CONTROL_MANIFEST_FILE,
   versionField: "schema",
-  versions: [CONTROL_MANIFEST_SCHEMA],
+  versions: [CONTROL_MANIFEST_VERSION],
   schema: controlManifestSchema,
-};
-
-const api = recordApi(CONTROL_MANIFEST_RECORD);
-export const validateControlManifest = api.validate;
-export const parseControlManifest = api.parse;
-export const readControlManifest = api.read;
-export const serializeControlManifest = api.serialize;
+});

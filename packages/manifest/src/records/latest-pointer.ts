@@ -17,7 +17,7 @@ export interface LatestPointer {
  * Parses `latest_checkpoint.txt`: one `iter_<digits>` name, optionally followed by one newline
  * (writers differ on that). Anything else is refused, so a damaged pointer never selects a resume.
  */
-export function parseLatestPointer(bytes: Uint8Array, name: string = LATEST_CHECKPOINT_FILE): LatestPointer {
+function parseLatestPointer(bytes: Uint8Array, name: string = LATEST_CHECKPOINT_FILE): LatestPointer {
   const text = bytes.byteLength > MAX_LATEST_POINTER_BYTES ? undefined : decodeUtf8(bytes, name);
   const line = text?.endsWith("\n") ? text.slice(0, -1) : text;
   const iteration = line === undefined ? undefined : parseIterDir(line);
@@ -33,11 +33,19 @@ export function parseLatestPointer(bytes: Uint8Array, name: string = LATEST_CHEC
   return { iterDirName: line, iteration };
 }
 
-export async function readLatestPointer(path: string): Promise<LatestPointer> {
+async function readLatestPointer(path: string): Promise<LatestPointer> {
   return parseLatestPointer(await readBoundedFile(path, MAX_LATEST_POINTER_BYTES), path);
 }
 
 /** The pointer's bytes for an iteration: the 9-digit directory name, no trailing newline (as i4 writes it). */
-export function serializeLatestPointer(iteration: number): Uint8Array {
+function serializeLatestPointer(iteration: number): Uint8Array {
   return new TextEncoder().encode(formatIterDir(iteration));
 }
+
+/** The resume pointer `latest_checkpoint.txt`: one line of text, not a JSON record. */
+export const LATEST_POINTER = {
+  fileName: LATEST_CHECKPOINT_FILE,
+  parse: parseLatestPointer,
+  read: readLatestPointer,
+  serialize: serializeLatestPointer,
+} as const;

@@ -2,7 +2,6 @@ import { z } from "zod";
 import {
   fileEntrySchema,
   inventorySchema,
-  type RecordSchema,
   recordApi,
   safeRelativePathSchema,
   sha256Schema,
@@ -11,8 +10,8 @@ import {
 import { baseIdentitySchema, sourceFileSchema, toolVersionSchema } from "./merge-complete.js";
 import { MATERIALIZED_MARKER_FILE, OVERLAY_SOURCE_FILE } from "./names.js";
 
-export const MATERIALIZED_MARKER_SCHEMA = "posttrain.materialized.v1";
-export const OVERLAY_SOURCE_SCHEMA = "posttrain.overlay-source.v1";
+export const MATERIALIZED_MARKER_VERSION = "posttrain.materialized.v1";
+export const OVERLAY_SOURCE_VERSION = "posttrain.overlay-source.v1";
 /** The conversion this library's materializer implements; older outputs must be rebuilt. */
 export const CURRENT_CONVERSION_VERSION = "materialize_model_pt_to_hf/3";
 /** Longest recorded chat-template diff: one hunk of a template is kilobytes. */
@@ -47,7 +46,7 @@ export const chatTemplateRecordSchema = z.strictObject({
 export type ChatTemplateRecord = z.infer<typeof chatTemplateRecordSchema>;
 
 export const materializedMarkerSchema = z.strictObject({
-  schema: z.literal(MATERIALIZED_MARKER_SCHEMA),
+  schema: z.literal(MATERIALIZED_MARKER_VERSION),
   ...requestShape,
   /** The safetensors shards and their index, relative to the output directory. */
   shards: inventorySchema(fileEntrySchema).min(1),
@@ -61,21 +60,21 @@ export const materializedMarkerSchema = z.strictObject({
 /** The Hugging Face output marker `.materialized`: request identity plus the verified shard inventory. */
 export type MaterializedMarker = z.infer<typeof materializedMarkerSchema>;
 
-export const MATERIALIZED_MARKER_RECORD: RecordSchema<MaterializedMarker> = {
+export const MATERIALIZED_MARKER = recordApi<MaterializedMarker, typeof MATERIALIZED_MARKER_VERSION>({
   title: "materialized marker",
   fileName: MATERIALIZED_MARKER_FILE,
   versionField: "schema",
-  versions: [MATERIALIZED_MARKER_SCHEMA],
+  versions: [MATERIALIZED_MARKER_VERSION],
   schema: materializedMarkerSchema,
   normalize: (m) => ({
     ...m,
     shards: sortByPath(m.shards),
     chat_template: m.chat_template && { ...m.chat_template, files: sortByPath(m.chat_template.files) },
   }),
-};
+});
 
 export const overlaySourceSchema = z.strictObject({
-  schema: z.literal(OVERLAY_SOURCE_SCHEMA),
+  schema: z.literal(OVERLAY_SOURCE_VERSION),
   ...requestShape,
   /**
    * The source as the build knew it when it claimed the directory. `sha256` is null when the
@@ -87,22 +86,10 @@ export const overlaySourceSchema = z.strictObject({
 /** `.overlay_source.json`: the identity of the build that owns an intermediate HF output directory. */
 export type OverlaySource = z.infer<typeof overlaySourceSchema>;
 
-export const OVERLAY_SOURCE_RECORD: RecordSchema<OverlaySource> = {
+export const OVERLAY_SOURCE = recordApi<OverlaySource, typeof OVERLAY_SOURCE_VERSION>({
   title: "overlay source record",
   fileName: OVERLAY_SOURCE_FILE,
   versionField: "schema",
-  versions: [OVERLAY_SOURCE_SCHEMA],
+  versions: [OVERLAY_SOURCE_VERSION],
   schema: overlaySourceSchema,
-};
-
-const marker = recordApi(MATERIALIZED_MARKER_RECORD);
-export const validateMaterializedMarker = marker.validate;
-export const parseMaterializedMarker = marker.parse;
-export const readMaterializedMarker = marker.read;
-export const serializeMaterializedMarker = marker.serialize;
-
-const overlay = recordApi(OVERLAY_SOURCE_RECORD);
-export const validateOverlaySource = overlay.validate;
-export const parseOverlaySource = overlay.parse;
-export const readOverlaySource = overlay.read;
-export const serializeOverlaySource = overlay.serialize;
+});

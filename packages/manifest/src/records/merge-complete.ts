@@ -4,7 +4,6 @@ import {
   fileEntrySchema,
   inventorySchema,
   iterationSchema,
-  type RecordSchema,
   recordApi,
   safeRelativePathSchema,
   sha256Schema,
@@ -14,7 +13,7 @@ import {
 } from "./common.js";
 import { MERGE_COMPLETE_FILE } from "./names.js";
 
-export const MERGE_COMPLETE_SCHEMA = "posttrain.merge-complete.v1";
+export const MERGE_COMPLETE_VERSION = "posttrain.merge-complete.v1";
 /** Most experts in one merge: real merges use a handful; this bounds a crafted record. */
 export const MAX_MERGE_EXPERTS = 1024;
 /** Largest |lam| accepted: task-vector scales are O(1); a huge value is a typo or an attack. */
@@ -78,7 +77,7 @@ export const mergeDiagnosticsSchema = z.discriminatedUnion("location", [
 export type MergeDiagnostics = z.infer<typeof mergeDiagnosticsSchema>;
 
 export const mergeCompleteSchema = z.strictObject({
-  schema: z.literal(MERGE_COMPLETE_SCHEMA),
+  schema: z.literal(MERGE_COMPLETE_VERSION),
   tool_version: toolVersionSchema,
   request: mergeRequestSchema,
   /** The completed artifact's files relative to its directory (weights and native manifest). */
@@ -89,17 +88,11 @@ export const mergeCompleteSchema = z.strictObject({
 /** The merge completion record `.merge-complete.json`, written after the artifact and its manifest. */
 export type MergeComplete = z.infer<typeof mergeCompleteSchema>;
 
-export const MERGE_COMPLETE_RECORD: RecordSchema<MergeComplete> = {
+export const MERGE_COMPLETE = recordApi<MergeComplete, typeof MERGE_COMPLETE_VERSION>({
   title: "merge completion record",
   fileName: MERGE_COMPLETE_FILE,
   versionField: "schema",
-  versions: [MERGE_COMPLETE_SCHEMA],
+  versions: [MERGE_COMPLETE_VERSION],
   schema: mergeCompleteSchema,
   normalize: (r) => ({ ...r, files: sortByPath(r.files) }),
-};
-
-const api = recordApi(MERGE_COMPLETE_RECORD);
-export const validateMergeComplete = api.validate;
-export const parseMergeComplete = api.parse;
-export const readMergeComplete = api.read;
-export const serializeMergeComplete = api.serialize;
+});

@@ -5,7 +5,6 @@ import {
   fileEntrySchema,
   inventorySchema,
   iterationSchema,
-  type RecordSchema,
   recordApi,
   sha256Schema,
   sortByPath,
@@ -13,7 +12,7 @@ import {
 } from "./common.js";
 import { STAGED_RECORD_FILE } from "./names.js";
 
-export const STAGED_RECORD_SCHEMA = "posttrain.staged-fetch.v1";
+export const STAGED_RECORD_VERSION = "posttrain.staged-fetch.v1";
 
 /** The archive a staged directory was fetched from. */
 export const stagedSourceSchema = z.strictObject({
@@ -32,7 +31,7 @@ export const stagedSourceSchema = z.strictObject({
 export type StagedSource = z.infer<typeof stagedSourceSchema>;
 
 export const stagedRecordSchema = z.strictObject({
-  schema: z.literal(STAGED_RECORD_SCHEMA),
+  schema: z.literal(STAGED_RECORD_VERSION),
   source: stagedSourceSchema,
   iteration: iterationSchema,
   /** Every file this fetch wrote (or will write) below the staged directory; the only files it may delete. */
@@ -44,17 +43,11 @@ export const stagedRecordSchema = z.strictObject({
 /** The fetch ownership record `.staged.json`: written before the first download, completed last. */
 export type StagedRecord = z.infer<typeof stagedRecordSchema>;
 
-export const STAGED_RECORD_RECORD: RecordSchema<StagedRecord> = {
+export const STAGED_RECORD = recordApi<StagedRecord, typeof STAGED_RECORD_VERSION>({
   title: "staging record",
   fileName: STAGED_RECORD_FILE,
   versionField: "schema",
-  versions: [STAGED_RECORD_SCHEMA],
+  versions: [STAGED_RECORD_VERSION],
   schema: stagedRecordSchema,
   normalize: (r) => ({ ...r, files: sortByPath(r.files) }),
-};
-
-const api = recordApi(STAGED_RECORD_RECORD);
-export const validateStagedRecord = api.validate;
-export const parseStagedRecord = api.parse;
-export const readStagedRecord = api.read;
-export const serializeStagedRecord = api.serialize;
+});

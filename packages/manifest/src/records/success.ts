@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { codedIssue, iterationSchema, type RecordSchema, recordApi } from "./common.js";
+import { codedIssue, iterationSchema, recordApi } from "./common.js";
 import { MULTI_ROLE_SUCCESS_FILE } from "./names.js";
 
-export const MULTI_ROLE_SUCCESS_SCHEMA = "posttrain.multi-role-boundary.v1";
+export const MULTI_ROLE_SUCCESS_VERSION = "posttrain.multi-role-boundary.v1";
 /** Most roles in one boundary: PPO has two (policy, critic); this bounds a crafted marker. */
 export const MAX_ROLES = 64;
 /** Most loop_state entries: loops store a handful of settings there. */
@@ -33,7 +33,7 @@ export type LoopStateValue = z.infer<typeof loopStateValueSchema>;
 
 export const multiRoleSuccessSchema = z
   .strictObject({
-    schema: z.literal(MULTI_ROLE_SUCCESS_SCHEMA),
+    schema: z.literal(MULTI_ROLE_SUCCESS_VERSION),
     /** The loop's outer iteration (the iter_* number), not any role's optimizer counter. */
     iteration: iterationSchema,
     roles: z.record(roleNameSchema, roleCommitSchema),
@@ -57,16 +57,10 @@ export const multiRoleSuccessSchema = z
 /** The `_SUCCESS` marker committing a multi-role (e.g. PPO policy + critic) boundary. */
 export type MultiRoleSuccess = z.infer<typeof multiRoleSuccessSchema>;
 
-export const MULTI_ROLE_SUCCESS_RECORD: RecordSchema<MultiRoleSuccess> = {
+export const MULTI_ROLE_SUCCESS = recordApi<MultiRoleSuccess, typeof MULTI_ROLE_SUCCESS_VERSION>({
   title: "multi-role boundary marker",
   fileName: MULTI_ROLE_SUCCESS_FILE,
   versionField: "schema",
-  versions: [MULTI_ROLE_SUCCESS_SCHEMA],
+  versions: [MULTI_ROLE_SUCCESS_VERSION],
   schema: multiRoleSuccessSchema,
-};
-
-const api = recordApi(MULTI_ROLE_SUCCESS_RECORD);
-export const validateMultiRoleSuccess = api.validate;
-export const parseMultiRoleSuccess = api.parse;
-export const readMultiRoleSuccess = api.read;
-export const serializeMultiRoleSuccess = api.serialize;
+});

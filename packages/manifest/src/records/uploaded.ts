@@ -8,22 +8,20 @@ import {
   inventorySchema,
   iterationSchema,
   MAX_RECORD_BYTES,
-  type RecordSchema,
   readBoundedFile,
   recordApi,
   sizedFileEntrySchema,
   sortByPath,
-  validateRecord,
 } from "./common.js";
 import { UPLOADED_MARKER_FILE } from "./names.js";
 
-export const UPLOADED_MARKER_SCHEMA = "posttrain.archive-marker.v1";
+const UPLOADED_MARKER_VERSION = "posttrain.archive-marker.v1";
 /** Longest legacy one-line marker accepted; the old writers put a URI or a timestamp there. */
 export const MAX_LEGACY_MARKER_BYTES = 4096;
 
 export const uploadedMarkerSchema = z
   .strictObject({
-    schema: z.literal(UPLOADED_MARKER_SCHEMA),
+    schema: z.literal(UPLOADED_MARKER_VERSION),
     /** `artifact`: a checkpoint_artifacts/iter_* archive; `full_checkpoint`: a checkpoints/iter_* upload. */
     kind: z.enum(["artifact", "full_checkpoint"]),
     iteration: iterationSchema,
@@ -55,29 +53,21 @@ export type UploadedMarker = z.infer<typeof uploadedMarkerSchema>;
  */
 export type UploadedMarkerRead = { legacy: false; marker: UploadedMarker } | { legacy: true; text: string };
 
-export const UPLOADED_MARKER_RECORD: RecordSchema<UploadedMarker> = {
+const RECEIPT = recordApi<UploadedMarker, typeof UPLOADED_MARKER_VERSION>({
   title: "archive receipt",
   fileName: UPLOADED_MARKER_FILE,
   versionField: "schema",
-  versions: [UPLOADED_MARKER_SCHEMA],
+  versions: [UPLOADED_MARKER_VERSION],
   schema: uploadedMarkerSchema,
   normalize: (m) => ({ ...m, files: sortByPath(m.files) }),
-};
-
-const api = recordApi(UPLOADED_MARKER_RECORD);
-/** Validates the JSON form only; the legacy text form is recognised by parse/read. */
-export const validateUploadedMarker = api.validate;
-export const serializeUploadedMarker = api.serialize;
+});
 
 /**
  * Parses `.uploaded` bytes. Text whose first non-blank character is `{` must be a valid JSON
  * receipt; anything else must be the legacy single line of text (at most one trailing newline,
  * no control characters) and is returned as `{ legacy: true, text }`.
  */
-export function parseUploadedMarker(
-  bytes: Uint8Array,
-  name: string = UPLOADED_MARKER_FILE,
-): UploadedMarkerRead {
+function parseUploadedMarker(bytes: Uint8Array, name: string = UPLOADED_MARKER_FILE): UploadedMarkerRead {
   if (bytes.byteLength > MAX_RECORD_BYTES) {
     throw new ManifestError(
       "RECORD_TOO_LARGE",
@@ -87,7 +77,7 @@ export function parseUploadedMarker(
   }
   const text = decodeUtf8(bytes, name);
   if (text.trimStart().startsWith("{") || text.startsWith("\ufeff")) {
-    const result = validateRecord(UPLOADED_MARKER_RECORD, parseStrictJson(text, { name }), name);
+    const result = RECEIPT.validate(parseStrictJson(text, { name }), name);
     if (!result.ok) throw result.error;
     return { legacy: false, marker: result.value };
   }
@@ -104,7 +94,13 @@ export function parseUploadedMarker(
   return { legacy: true, text: line };
 }
 
-/** Reads `.uploaded`; see {@link parseUploadedMarker}. */
-export async function readUploadedMarker(path: string): Promise<UploadedMarkerRead> {
-  return parseUploadedMarker(await readBoundedFile(path), path);
-}
+/**
+ * The archive receipt `.uploaded`. `validate`, `serialize` and `write` take the JSON receipt;
+ * `parse` and `read` also recognise the legacy one-line text and answer an UploadedMarkerRead.
+ */
+export const UPLOADED_MARKER = {
+  ...RECEIPT,
+  parse: parseUploadedMarker,
+  read: async (path: string): Promise<UploadedMarkerRead> =>
+    parseUploadedMarker(await readBoundedFile(path), path),
+};

@@ -1,19 +1,17 @@
 import { readdir, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  MERGE_COMPLETE,
   describeLockHolder,
   type FileDigest,
   fsyncDirectory,
   type HeldLock,
   hashFiles,
   lockDirectory,
-  MERGE_COMPLETE_FILE,
   type MergeComplete,
   ManifestError,
   type Ownership,
-  parseArtifactManifest,
-  parseMergeComplete,
   parseStrictJson,
   decideSwapRecovery,
   pathKind,
@@ -130,7 +128,7 @@ async function readCompletion(path: string): Promise<CompletionRead> {
   const read = await readRecord(path, (bytes) => bytes);
   if (read.status !== "ok") return read;
   try {
-    return { status: "ok", value: parseMergeComplete(read.value, path) };
+    return { status: "ok", value: MERGE_COMPLETE.parse(read.value, path) };
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     const json = looseJsonObject(read.value, path);
@@ -151,7 +149,7 @@ async function readManifest(path: string): Promise<ManifestRead> {
   const read = await readRecord(path, (bytes) => bytes);
   if (read.status !== "ok") return read;
   try {
-    return { status: "ok", value: parseArtifactManifest(read.value, path) };
+    return { status: "ok", value: ARTIFACT_MANIFEST.parse(read.value, path) };
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
     const json = looseJsonObject(read.value, path);
@@ -177,8 +175,8 @@ export async function readOutputFacts(iterDir: string): Promise<OutputFacts> {
   return {
     exists: true,
     entries: (await readdir(iterDir)).sort(),
-    completion: await readCompletion(join(iterDir, MERGE_COMPLETE_FILE)),
-    manifest: await readManifest(join(iterDir, ARTIFACT_MANIFEST_FILE)),
+    completion: await readCompletion(join(iterDir, MERGE_COMPLETE.fileName)),
+    manifest: await readManifest(join(iterDir, ARTIFACT_MANIFEST.fileName)),
   };
 }
 
@@ -238,7 +236,7 @@ export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryA
       final === "absent" &&
       previousKind === "dir" &&
       (await pathKind(staging)) === "dir" &&
-      (await readRecord(join(staging, MERGE_COMPLETE_FILE), parseMergeComplete)).status === "ok",
+      (await readRecord(join(staging, MERGE_COMPLETE.fileName), MERGE_COMPLETE.parse)).status === "ok",
   });
   await recoverSwap(paths, step);
   if (step !== "none") actions.push(step === "finish" ? "finished-swap" : "undid-swap");

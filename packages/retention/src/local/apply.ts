@@ -6,12 +6,10 @@ import {
   CHECKPOINT_ARTIFACTS_DIR,
   CHECKPOINTS_DIR,
   fsyncDirectory,
-  LATEST_CHECKPOINT_FILE,
+  LATEST_POINTER,
+  UPLOADED_MARKER,
   ManifestError,
   parseIterDir,
-  readLatestPointer,
-  readUploadedMarker,
-  UPLOADED_MARKER_FILE,
 } from "@ckpt/manifest";
 import { RetentionError } from "../errors.js";
 import { abortedError } from "../internal/abort.js";
@@ -58,7 +56,7 @@ async function exists(path: string): Promise<boolean> {
 
 async function uploadStateOf(dir: string): Promise<UploadState> {
   try {
-    const read = await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE));
+    const read = await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName));
     return read.legacy ? "legacy" : "receipt";
   } catch (error) {
     // Absent, or damaged: neither proves an upload, so the copy is treated as the only one.
@@ -96,7 +94,7 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
   }
   let latest: number | undefined;
   try {
-    latest = (await readLatestPointer(join(absolute, LATEST_CHECKPOINT_FILE))).iteration;
+    latest = (await LATEST_POINTER.read(join(absolute, LATEST_POINTER.fileName))).iteration;
   } catch (error) {
     if (!(error instanceof ManifestError && error.code === "RECORD_NOT_FOUND")) {
       throw new RetentionError(
@@ -215,7 +213,7 @@ export async function applyRetentionPlan(
   }
   let latest: number | undefined;
   try {
-    latest = (await readLatestPointer(join(root, LATEST_CHECKPOINT_FILE))).iteration;
+    latest = (await LATEST_POINTER.read(join(root, LATEST_POINTER.fileName))).iteration;
   } catch {
     latest = undefined;
   }
@@ -229,7 +227,7 @@ export async function applyRetentionPlan(
       errors.push({
         dir,
         code: "latest_pointer",
-        message: `remove ${removal.target === "iteration" ? dir : join(dir, "optim*")}: ${LATEST_CHECKPOINT_FILE} names it, so it is the resume source. Re-plan after a newer checkpoint is committed.`,
+        message: `remove ${removal.target === "iteration" ? dir : join(dir, "optim*")}: ${LATEST_POINTER.fileName} names it, so it is the resume source. Re-plan after a newer checkpoint is committed.`,
       });
       continue;
     }

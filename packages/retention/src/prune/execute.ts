@@ -3,15 +3,7 @@ import type { Stats } from "node:fs";
 import { lstat, readdir, realpath, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, join, posix } from "node:path";
 import { verifyRemoteFiles } from "@ckpt/archive-reader";
-import {
-  ARTIFACT_MANIFEST_FILE,
-  fsyncDirectory,
-  hashFiles,
-  ManifestError,
-  readArtifactManifest,
-  readUploadedMarker,
-  UPLOADED_MARKER_FILE,
-} from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, UPLOADED_MARKER, fsyncDirectory, hashFiles, ManifestError } from "@ckpt/manifest";
 import {
   type DestinationIdentity,
   destinationIdentity,
@@ -39,10 +31,10 @@ import {
 /** Bookkeeping beside the payload that no receipt lists: the receipt itself and its temporaries. */
 function isReceiptFile(relative: string): boolean {
   return (
-    relative === UPLOADED_MARKER_FILE ||
-    relative === `${UPLOADED_MARKER_FILE}.tmp` ||
+    relative === UPLOADED_MARKER.fileName ||
+    relative === `${UPLOADED_MARKER.fileName}.tmp` ||
     // writeFileAtomic's temporary of the receipt: `.<name>.tmp-<pid>-<hex>`
-    relative.startsWith(`.${UPLOADED_MARKER_FILE}.tmp-`)
+    relative.startsWith(`.${UPLOADED_MARKER.fileName}.tmp-`)
   );
 }
 
@@ -128,7 +120,7 @@ async function targetOf(path: string): Promise<PathTarget> {
 
 async function manifestOf(dir: string): Promise<ManifestEvidence> {
   try {
-    return { state: "valid", manifest: await readArtifactManifest(join(dir, ARTIFACT_MANIFEST_FILE)) };
+    return { state: "valid", manifest: await ARTIFACT_MANIFEST.read(join(dir, ARTIFACT_MANIFEST.fileName)) };
   } catch (error) {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };
     if (error instanceof ManifestError && error.kind === "input")
@@ -139,7 +131,7 @@ async function manifestOf(dir: string): Promise<ManifestEvidence> {
 
 async function receiptOf(dir: string): Promise<ReceiptEvidence> {
   try {
-    const read = await readUploadedMarker(join(dir, UPLOADED_MARKER_FILE));
+    const read = await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName));
     return read.legacy ? { state: "legacy" } : { state: "valid", marker: read.marker };
   } catch (error) {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };

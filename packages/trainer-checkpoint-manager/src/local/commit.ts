@@ -4,13 +4,10 @@ import { ArchivePublisherError, commitArtifact } from "@ckpt/archive-publisher";
 import {
   type CheckpointFormat,
   fsyncDirectory,
-  LATEST_CHECKPOINT_FILE,
+  LATEST_POINTER,
+  MULTI_ROLE_SUCCESS,
   type LogicalComponent,
   type LoopStateValue,
-  MULTI_ROLE_SUCCESS_FILE,
-  MULTI_ROLE_SUCCESS_SCHEMA,
-  serializeLatestPointer,
-  serializeMultiRoleSuccess,
   sha256Hex,
   writeFileAtomic,
 } from "@ckpt/manifest";
@@ -91,10 +88,10 @@ export async function writeValidationState(
 
 /** Rewrites `latest_checkpoint.txt` atomically; the checkpoints root is fsynced first so the iteration's entry is durable. */
 export async function writeLatestPointer(checkpointsRoot: string, iteration: number): Promise<string> {
-  const path = join(checkpointsRoot, LATEST_CHECKPOINT_FILE);
+  const path = join(checkpointsRoot, LATEST_POINTER.fileName);
   try {
     await fsyncDirectory(checkpointsRoot);
-    await writeFileAtomic(path, serializeLatestPointer(iteration));
+    await writeFileAtomic(path, LATEST_POINTER.serialize(iteration));
     return path;
   } catch (error) {
     throw commitFailed(`write ${path}`, error);
@@ -135,10 +132,10 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
     const roles: Record<string, { optimizer_step: number }> = {};
     for (const role of request.roles.names)
       roles[role] = { optimizer_step: request.roles.commits[role]!.optimizerStep };
-    const path = join(iterDir, MULTI_ROLE_SUCCESS_FILE);
+    const path = join(iterDir, MULTI_ROLE_SUCCESS.fileName);
     try {
-      const bytesOut = serializeMultiRoleSuccess({
-        schema: MULTI_ROLE_SUCCESS_SCHEMA,
+      const bytesOut = MULTI_ROLE_SUCCESS.serialize({
+        schema: MULTI_ROLE_SUCCESS.version,
         iteration,
         roles,
         ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { ArchivePublisherError, planCommit } from "@ckpt/archive-publisher";
 import {
   type ArtifactManifest,
-  ARTIFACT_MANIFEST_SCHEMA,
+  ARTIFACT_MANIFEST,
   type CheckpointFormat,
   compareCodePoints,
   fsyncDirectory,
@@ -127,7 +127,7 @@ export async function describeComponents(
     physical.push({ name: c.name, kind: "dir", path: c.path, files: tree });
   }
   const manifest: ArtifactManifest = {
-    schema: ARTIFACT_MANIFEST_SCHEMA,
+    schema: ARTIFACT_MANIFEST.version,
     iteration,
     format,
     logical_components: [...plan],

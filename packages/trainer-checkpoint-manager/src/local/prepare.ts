@@ -1,11 +1,10 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
-  LATEST_CHECKPOINT_FILE,
+  ARTIFACT_MANIFEST,
+  LATEST_POINTER,
   PHYSICAL_COMPONENTS,
   physicalComponentPath,
-  readLatestPointer,
 } from "@ckpt/manifest";
 import { ManagerError } from "../errors.js";
 import { entryKind, removeOwned } from "../internal/fs.js";
@@ -60,7 +59,7 @@ export function decideLeftovers(seen: LeftoverObservation): LeftoverClearance {
       "MANAGER_ARTIFACT_COMMITTED",
       `save ${dir}: it is a committed artifact of step ${step}; a committed artifact is never committed again. ` +
         "Save the step's remaining components as a full checkpoint, or start a fresh attempt (resume=off).",
-      { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST_FILE) },
+      { kind: "refused", subject: join(dir, ARTIFACT_MANIFEST.fileName) },
     );
   }
   return "payloads";
@@ -69,7 +68,7 @@ export function decideLeftovers(seen: LeftoverObservation): LeftoverClearance {
 /** The iteration `latest_checkpoint.txt` names, or undefined (absent or unreadable). */
 export async function latestIteration(checkpointsRoot: string): Promise<number | undefined> {
   try {
-    return (await readLatestPointer(join(checkpointsRoot, LATEST_CHECKPOINT_FILE))).iteration;
+    return (await LATEST_POINTER.read(join(checkpointsRoot, LATEST_POINTER.fileName))).iteration;
   } catch {
     return undefined;
   }
@@ -99,7 +98,7 @@ export async function prepareLocalSave(save: LocalSave, cleared: (path: string) 
     occupied,
     ...(occupied && save.kind === "full" ? { latest: await latestIteration(save.checkpointsRoot) } : {}),
     ...(occupied && save.kind === "artifact"
-      ? { artifactCommitted: (await entryKind(join(dir, ARTIFACT_MANIFEST_FILE))) !== "absent" }
+      ? { artifactCommitted: (await entryKind(join(dir, ARTIFACT_MANIFEST.fileName))) !== "absent" }
       : {}),
   });
   if (clearance === "directory") {

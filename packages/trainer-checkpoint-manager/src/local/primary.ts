@@ -1,11 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
   CHECKPOINT_ARTIFACTS_DIR,
   formatIterDir,
   type LogicalComponent,
-  parseArtifactManifest,
 } from "@ckpt/manifest";
 import { applyLocalRetention, archiveArtifact, archiveFullCheckpoint, archiveUri } from "../archive.js";
 import type { ManagerConfig } from "../config.js";
@@ -70,7 +69,7 @@ export class LocalPrimary implements Primary {
     const covered: Array<{ iteration: number; components: readonly LogicalComponent[] }> = [];
     for (const { iteration, dir } of await listCommittedArtifacts(this.init.attempt.attemptDir)) {
       try {
-        const manifest = parseArtifactManifest(await readFile(join(dir, ARTIFACT_MANIFEST_FILE)));
+        const manifest = ARTIFACT_MANIFEST.parse(await readFile(join(dir, ARTIFACT_MANIFEST.fileName)));
         covered.push({ iteration, components: manifest.logical_components });
       } catch {
         // An unreadable manifest covers nothing; saving that step is refused as already committed.

@@ -2,25 +2,19 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
-  ARTIFACT_MANIFEST_SCHEMA,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  LATEST_POINTER,
   type ArtifactManifest,
-  CONTROL_MANIFEST_FILE,
-  CONTROL_MANIFEST_SCHEMA,
   type ControlManifest,
   controlGenerationDir,
   DCP_COMPONENTS,
   type DcpComponent,
   type FileEntry,
   formatIterDir,
-  LATEST_CHECKPOINT_FILE,
   type LogicalComponent,
   type PhysicalComponent,
   parseIterDir,
-  parseLatestPointer,
-  serializeArtifactManifest,
-  serializeControlManifest,
-  serializeLatestPointer,
   sha256Hex,
 } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
@@ -146,9 +140,9 @@ export class DirectPrimary implements Primary {
 
   private async putPointer(iteration: number): Promise<void> {
     try {
-      await this.root.put(LATEST_CHECKPOINT_FILE, serializeLatestPointer(iteration));
+      await this.root.put(LATEST_POINTER.fileName, LATEST_POINTER.serialize(iteration));
     } catch (error) {
-      throw storeFailure("write", `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`, error);
+      throw storeFailure("write", `${this.root.uri}/${LATEST_POINTER.fileName}`, error);
     }
   }
 
@@ -175,7 +169,7 @@ export class DirectPrimary implements Primary {
         },
       );
     }
-    const subject = `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`;
+    const subject = `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST.fileName}`;
     if (found.manifest.iteration !== iteration) {
       throw new ManagerError(
         "MANAGER_PLAN_DRIFT",
@@ -210,7 +204,7 @@ export class DirectPrimary implements Primary {
         `commit ${iterUri}: its control manifest records components [${existing?.manifest.components.join(", ") ?? "?"}] ` +
           `but this save wrote [${components.join(", ")}]. The first valid manifest keeps the iteration; this save fails closed ` +
           "(nothing is rewritten beneath it). Resume from the latest checkpoint and save a later iteration.",
-        { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST_FILE}` },
+        { kind: "refused", subject: `${iterUri}/${CONTROL_MANIFEST.fileName}` },
       );
     }
     return this.confirm(iteration);
@@ -273,16 +267,16 @@ export class DirectPrimary implements Primary {
       );
     }
     const manifest: ControlManifest = {
-      schema: CONTROL_MANIFEST_SCHEMA,
+      schema: CONTROL_MANIFEST.version,
       iteration,
       components,
       control_generation: generation,
       control,
       validation_publication: validation,
     };
-    const bytes = serializeControlManifest(manifest);
+    const bytes = CONTROL_MANIFEST.serialize(manifest);
     await this.lease?.check();
-    if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST_FILE), bytes)) === "exists") {
+    if ((await this.create(this.root, keyIn(iterKey, CONTROL_MANIFEST.fileName), bytes)) === "exists") {
       return this.confirmSamePlan(iteration, components);
     }
     await this.putPointer(iteration);
@@ -314,11 +308,13 @@ export class DirectPrimary implements Primary {
       keyIn(iterKey, name),
       validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state }),
     );
-    const successor = serializeControlManifest({ ...found.manifest, validation_publication: name });
+    const successor = CONTROL_MANIFEST.serialize({ ...found.manifest, validation_publication: name });
     try {
-      await this.root.put(keyIn(iterKey, CONTROL_MANIFEST_FILE), successor, { sha256: sha256Hex(successor) });
+      await this.root.put(keyIn(iterKey, CONTROL_MANIFEST.fileName), successor, {
+        sha256: sha256Hex(successor),
+      });
     } catch (error) {
-      throw storeFailure("write", `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST_FILE}`, error);
+      throw storeFailure("write", `${this.root.uri}/${iterKey}/${CONTROL_MANIFEST.fileName}`, error);
     }
   }
 
@@ -342,13 +338,13 @@ export class DirectPrimary implements Primary {
     }
     const iterUri = `${store.uri}/${iterKey}`;
     await this.lease?.check();
-    if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE))) !== undefined) {
+    if ((await head(store, keyIn(iterKey, ARTIFACT_MANIFEST.fileName))) !== undefined) {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
         `commit ${iterUri}: it is already committed; a committed artifact is never committed again.`,
         {
           kind: "refused",
-          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+          subject: `${iterUri}/${ARTIFACT_MANIFEST.fileName}`,
         },
       );
     }
@@ -401,22 +397,22 @@ export class DirectPrimary implements Primary {
       }
     }
     const manifest: ArtifactManifest = {
-      schema: ARTIFACT_MANIFEST_SCHEMA,
+      schema: ARTIFACT_MANIFEST.version,
       iteration,
       format: "dcp",
       logical_components: [...plan],
       physical_components: physical,
       producer: this.producer,
     };
-    const bytes = serializeArtifactManifest(manifest);
+    const bytes = ARTIFACT_MANIFEST.serialize(manifest);
     await this.lease?.check();
-    if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST_FILE), bytes)) === "exists") {
+    if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST.fileName), bytes)) === "exists") {
       throw new ManagerError(
         "MANAGER_ARTIFACT_COMMITTED",
         `commit ${iterUri}: another commit won; a committed artifact is never committed again.`,
         {
           kind: "refused",
-          subject: `${iterUri}/${ARTIFACT_MANIFEST_FILE}`,
+          subject: `${iterUri}/${ARTIFACT_MANIFEST.fileName}`,
         },
       );
     }
@@ -433,7 +429,11 @@ export class DirectPrimary implements Primary {
       for await (const info of store.list("")) {
         const [dir, name] = info.key.split("/");
         const iteration = dir === undefined ? undefined : parseIterDir(dir);
-        if (iteration !== undefined && name === ARTIFACT_MANIFEST_FILE && info.key.split("/").length === 2) {
+        if (
+          iteration !== undefined &&
+          name === ARTIFACT_MANIFEST.fileName &&
+          info.key.split("/").length === 2
+        ) {
           if (newest === undefined || iteration > newest) newest = iteration;
         }
       }
@@ -447,12 +447,12 @@ export class DirectPrimary implements Primary {
 
   /** Reads the root's `latest_checkpoint.txt` and probes the iteration it names. */
   async readPointer(): Promise<PointerState> {
-    const bytes = await readSmallObject(this.root, LATEST_CHECKPOINT_FILE, 1024);
-    const path = `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`;
+    const bytes = await readSmallObject(this.root, LATEST_POINTER.fileName, 1024);
+    const path = `${this.root.uri}/${LATEST_POINTER.fileName}`;
     if (bytes === undefined) return { state: "absent" };
-    let pointer: ReturnType<typeof parseLatestPointer>;
+    let pointer: ReturnType<typeof LATEST_POINTER.parse>;
     try {
-      pointer = parseLatestPointer(bytes, path);
+      pointer = LATEST_POINTER.parse(bytes, path);
     } catch (error) {
       return { state: "invalid", path, message: messageOf(error) };
     }
@@ -485,7 +485,7 @@ export class DirectPrimary implements Primary {
 
   async commitArtifact(session: SaveSession): Promise<CommitRecord> {
     const done = await this.commitArtifactAt(session.step, session.plan.components);
-    return { path: `${done.uri}/${ARTIFACT_MANIFEST_FILE}`, sha256: done.manifestSha256, bytes: 0 };
+    return { path: `${done.uri}/${ARTIFACT_MANIFEST.fileName}`, sha256: done.manifestSha256, bytes: 0 };
   }
 
   /** Commits the save's control generation, or (an earlier try committed it) only confirms the pointer. */
@@ -495,8 +495,8 @@ export class DirectPrimary implements Primary {
       ? await this.confirm(session.step)
       : await this.commitControl(session.step, pending);
     return {
-      record: { path: `${done.uri}/${CONTROL_MANIFEST_FILE}`, sha256: done.manifestSha256, bytes: 0 },
-      pointer: `${this.root.uri}/${LATEST_CHECKPOINT_FILE}`,
+      record: { path: `${done.uri}/${CONTROL_MANIFEST.fileName}`, sha256: done.manifestSha256, bytes: 0 },
+      pointer: `${this.root.uri}/${LATEST_POINTER.fileName}`,
       pending,
     };
   }

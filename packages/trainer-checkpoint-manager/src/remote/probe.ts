@@ -3,10 +3,9 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
-  CONTROL_MANIFEST_FILE,
+  CONTROL_MANIFEST,
   type ControlManifest,
   MAX_RECORD_BYTES,
-  parseControlManifest,
   parseIterDir,
   sha256Hex,
   writeFileAtomic,
@@ -37,11 +36,11 @@ export async function readControl(
   store: ObjectStore,
   iterKey: string,
 ): Promise<{ manifest: ControlManifest; bytes: Uint8Array } | undefined> {
-  const key = keyIn(iterKey, CONTROL_MANIFEST_FILE);
+  const key = keyIn(iterKey, CONTROL_MANIFEST.fileName);
   const bytes = await readSmallObject(store, key);
   if (bytes === undefined) return undefined;
   try {
-    return { manifest: parseControlManifest(bytes, `${store.uri}/${key}`), bytes };
+    return { manifest: CONTROL_MANIFEST.parse(bytes, `${store.uri}/${key}`), bytes };
   } catch (error) {
     throw remoteInvalid(
       `${store.uri}/${key}`,
@@ -106,7 +105,7 @@ export async function probeRemote(
       iteration,
       format: "dcp",
       components: {},
-      problems: [`${CONTROL_MANIFEST_FILE} is missing (a half-written iteration)`],
+      problems: [`${CONTROL_MANIFEST.fileName} is missing (a half-written iteration)`],
     };
   }
   const { manifest } = found;

@@ -1,24 +1,21 @@
 import { lstat, readdir } from "node:fs/promises";
 import { join, sep } from "node:path";
 import {
-  ARTIFACT_MANIFEST_FILE,
+  ARTIFACT_MANIFEST,
+  CONTROL_MANIFEST,
+  LATEST_POINTER,
+  MULTI_ROLE_SUCCESS,
   CHECKPOINT_ARTIFACTS_DIR,
   CHECKPOINTS_DIR,
-  CONTROL_MANIFEST_FILE,
   type CheckpointFormat,
   hashFile,
-  LATEST_CHECKPOINT_FILE,
   ManifestError,
-  MULTI_ROLE_SUCCESS_FILE,
   openFileByteSource,
   PHYSICAL_COMPONENTS,
   type PhysicalComponentName,
-  parseControlManifest,
   parseIterDir,
-  parseMultiRoleSuccess,
   physicalComponentPath,
   readBoundedFile,
-  readLatestPointer,
   sha256Hex,
 } from "@ckpt/manifest";
 import { openTorchFile, PickleDict } from "@ckpt/tensors";
@@ -209,10 +206,10 @@ async function probeControl(
   dir: string,
   problems: string[],
 ): Promise<{ components: ComponentTargets; sha: string; iteration: number } | undefined> {
-  const path = join(dir, CONTROL_MANIFEST_FILE);
+  const path = join(dir, CONTROL_MANIFEST.fileName);
   try {
     const bytes = await readBoundedFile(path);
-    const manifest = parseControlManifest(bytes, path);
+    const manifest = CONTROL_MANIFEST.parse(bytes, path);
     const components: ComponentTargets = {};
     for (const c of manifest.components) {
       components[c] = `${join(dir, c)}/`;
@@ -248,7 +245,7 @@ export async function probeLocalCheckpoint(
   const dirPath = path.endsWith("/") ? path.slice(0, -1) : path;
   if (
     isArtifactPath(dirPath) ||
-    (kind === "dir" && (await entryKind(join(dirPath, ARTIFACT_MANIFEST_FILE))) !== "absent")
+    (kind === "dir" && (await entryKind(join(dirPath, ARTIFACT_MANIFEST.fileName))) !== "absent")
   ) {
     return {
       iterDir: dirPath,
@@ -283,11 +280,11 @@ export async function probeLocalCheckpoint(
   if (validation.problem !== undefined) problems.push(validation.problem);
   const base = { iterDir: dir, ...(validation.state === undefined ? {} : { validation: validation.state }) };
 
-  if ((await entryKind(join(dir, MULTI_ROLE_SUCCESS_FILE))) === "file") {
-    const markerPath = join(dir, MULTI_ROLE_SUCCESS_FILE);
+  if ((await entryKind(join(dir, MULTI_ROLE_SUCCESS.fileName))) === "file") {
+    const markerPath = join(dir, MULTI_ROLE_SUCCESS.fileName);
     try {
       const bytes = await readBoundedFile(markerPath);
-      const marker = parseMultiRoleSuccess(bytes, markerPath);
+      const marker = MULTI_ROLE_SUCCESS.parse(bytes, markerPath);
       const roles: Record<string, { components: ComponentTargets; optimizerStep: number }> = {};
       let format: CheckpointFormat = "consolidated";
       for (const [role, commit] of Object.entries(marker.roles)) {
@@ -316,7 +313,7 @@ export async function probeLocalCheckpoint(
       return { ...base, iteration, format: "consolidated", components: {}, problems };
     }
   }
-  if ((await entryKind(join(dir, CONTROL_MANIFEST_FILE))) === "file") {
+  if ((await entryKind(join(dir, CONTROL_MANIFEST.fileName))) === "file") {
     const control = await probeControl(dir, problems);
     return {
       ...base,
@@ -355,10 +352,10 @@ export async function probeLocalCheckpoint(
 
 /** Reads the attempt's latest pointer and probes the checkpoint it names. */
 export async function readLocalPointer(checkpointsRoot: string): Promise<PointerState> {
-  const path = join(checkpointsRoot, LATEST_CHECKPOINT_FILE);
-  let pointer: Awaited<ReturnType<typeof readLatestPointer>>;
+  const path = join(checkpointsRoot, LATEST_POINTER.fileName);
+  let pointer: Awaited<ReturnType<typeof LATEST_POINTER.read>>;
   try {
-    pointer = await readLatestPointer(path);
+    pointer = await LATEST_POINTER.read(path);
   } catch (error) {
     if (error instanceof ManifestError && error.code === "RECORD_NOT_FOUND") return { state: "absent" };
     return { state: "invalid", path, message: messageOf(error) };
@@ -396,7 +393,7 @@ export async function listCommittedArtifacts(
   for (const name of names) {
     const iteration = parseIterDir(name);
     if (iteration === undefined) continue;
-    if ((await entryKind(join(root, name, ARTIFACT_MANIFEST_FILE))) === "file")
+    if ((await entryKind(join(root, name, ARTIFACT_MANIFEST.fileName))) === "file")
       out.push({ iteration, dir: join(root, name) });
   }
   return out.sort((a, b) => a.iteration - b.iteration);

@@ -1,10 +1,16 @@
 import { stat } from "node:fs/promises";
 import { extname } from "node:path";
-import { ManifestError } from "../errors.js";
-import { canonicalJson, compareCodePoints } from "../json/canonical.js";
-import { STAGED_RECORD_FILE, UPLOADED_MARKER_FILE } from "../records/names.js";
-import { type HashOptions, hashPlannedFiles } from "./engine.js";
-import { sha256Hex, walk } from "./hash.js";
+import {
+  canonicalJson,
+  compareCodePoints,
+  type HashOptions,
+  hashPlannedFiles,
+  planDirectory,
+  STAGED_RECORD,
+  sha256Hex,
+  UPLOADED_MARKER,
+} from "@ckpt/manifest";
+import { DiagnosticsError } from "./errors.js";
 
 /** The version of the fingerprint definition below; a change to it is a new version. */
 export const FINGERPRINT_SCHEMA = "ckpt.fingerprint.v1";
@@ -33,7 +39,7 @@ export const FAST_FINGERPRINT_EXTENSIONS = [
  * Top-level files that are bookkeeping about a directory rather than its content, left out of
  * its identity: the archive receipt (written after publishing) and the fetch ownership record.
  */
-export const FINGERPRINT_EXCLUDED_FILES = [UPLOADED_MARKER_FILE, STAGED_RECORD_FILE] as const;
+export const FINGERPRINT_EXCLUDED_FILES = [UPLOADED_MARKER.fileName, STAGED_RECORD.fileName] as const;
 
 export type FingerprintMode = "full" | "fast";
 
@@ -92,15 +98,15 @@ export async function fingerprintDirectory(
 ): Promise<DirectoryFingerprint> {
   const info = await stat(dir).catch(() => undefined);
   if (!info?.isDirectory()) {
-    throw new ManifestError(
+    throw new DiagnosticsError(
       "FINGERPRINT_NOT_A_DIRECTORY",
       `fingerprint ${dir}: ${info === undefined ? "no such directory" : "not a directory"}. ` +
         "Pass the checkpoint's directory (an iter_* directory, an artifact, a Hugging Face model directory).",
-      { kind: "input", file: dir },
+      { kind: "input", subject: dir },
     );
   }
   const mode: FingerprintMode = options.fast ? "fast" : "full";
-  const listed = await walk(dir, options.signal, "inside");
+  const listed = await planDirectory(dir, options.signal, "inside");
   const excludedNames = new Set<string>(FINGERPRINT_EXCLUDED_FILES);
   const counted = listed.filter((f) => !excludedNames.has(f.label));
   const toHash = counted.filter((f) => mode === "full" || !isFastPayload(f.label));

@@ -2,9 +2,8 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { open, readFile, realpath, rename, rm, stat, statfs } from "node:fs/promises";
 import { join } from "node:path";
-import { ManifestError } from "../errors.js";
-import { sha256Hex } from "../hash/hash.js";
-import { fsyncDirectory } from "./atomic.js";
+import { fsyncDirectory, sha256Hex } from "@ckpt/manifest";
+import { DiagnosticsError } from "./errors.js";
 
 /**
  * What a volume promises a checkpoint written the way ckpt writes (temporary, fsync, rename,
@@ -239,10 +238,10 @@ export async function probeStorage(
 ): Promise<StorageProbeReport> {
   const info = await stat(dir).catch(() => undefined);
   if (!info?.isDirectory()) {
-    throw new ManifestError(
+    throw new DiagnosticsError(
       "STORAGE_PROBE_NOT_A_DIRECTORY",
       `probe storage ${dir}: ${info === undefined ? "no such directory" : "not a directory"}. Pass the directory checkpoints will be written to.`,
-      { kind: "input", file: dir },
+      { kind: "input", subject: dir },
     );
   }
   const realDir = await realpath(dir);

@@ -3,8 +3,8 @@ import { mkdir, open, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { TORCH_PYTHON, testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
-import { fingerprintDirectory, fingerprintOf } from "./fingerprint.js";
-import { hashDirectory } from "./hash.js";
+import { fingerprintDirectory, fingerprintOf } from "../src/fingerprint.js";
+import { hashDirectory } from "@ckpt/manifest";
 
 /** An HF-like directory, written in the given file order. */
 async function writeTree(dir: string, order: readonly string[]): Promise<void> {

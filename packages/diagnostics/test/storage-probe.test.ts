@@ -10,7 +10,7 @@ import {
   probeStorage,
   readBackInChildProcess,
   storageVerdict,
-} from "./storage-probe.js";
+} from "../src/storage-probe.js";
 
 let cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
