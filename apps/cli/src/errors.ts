@@ -1,5 +1,9 @@
 import { CkptError } from "@ckpt/errors";
 
+/** Every code the CLI raises itself (the libraries' errors keep their own codes). */
+export type CliErrorCode = "CLI_USAGE" | "INTERNAL" | CliInputCode;
+type CliInputCode = "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND";
+
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<"CLI_USAGE"> {
   override readonly name = "UsageError";
@@ -9,9 +13,9 @@ export class UsageError extends CkptError<"CLI_USAGE"> {
 }
 
 /** Input a command cannot work with (a path that is not there, a kind it cannot tell): exit 2. */
-export class CliInputError extends CkptError<"VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND"> {
+export class CliInputError extends CkptError<CliInputCode> {
   override readonly name = "CliInputError";
-  constructor(code: "VERIFY_PATH_MISSING" | "VERIFY_UNKNOWN_KIND", message: string) {
+  constructor(code: CliInputCode, message: string) {
     super(code, message, { kind: "input" });
   }
 }
