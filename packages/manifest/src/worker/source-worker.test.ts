@@ -44,7 +44,7 @@ describe("startSourceWorker", () => {
     const thread = run(`parentPort.on("message", (n) => parentPort.postMessage(n + 1));`);
     thread.worker.post(1);
     thread.worker.post(10);
-    await vi.waitFor(() => expect(thread.messages).toHaveLength(2));
+    await vi.waitFor(() => expect(thread.messages).toHaveLength(2), { timeout: 20_000 });
     expect(thread.ends).toEqual([]);
     await thread.worker.terminate();
     await thread.done;
