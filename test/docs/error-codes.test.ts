@@ -1,8 +1,15 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
-import { collectCodeUses, documentedCodes, ROOT, unraisedCodes } from "../../tools/docs/error-codes.mjs";
+import {
+  collectCodeUses,
+  documentedCodes,
+  ROOT,
+  sourceUnits,
+  undeclaredCodes,
+  unraisedCodes,
+} from "../../tools/docs/error-codes.mjs";
 import { loadBuiltCli } from "../../tools/docs/gen-cli-reference.mjs";
 
 const PAGE = join(ROOT, "docs", "troubleshooting.md");
@@ -21,6 +28,17 @@ const codesInSource = () =>
 /** The codes a unit declares (its code union or `_CODES` list). */
 const declaredBy = (unit: string) =>
   [...usesInSource()].filter(([, { declared }]) => declared.has(unit)).map(([code]) => code);
+
+/** A scratch workspace (an empty `apps/`, the given files) for the extractor to read. */
+async function scratchTree(files: Record<string, string>): Promise<string> {
+  const root = await testdir("ckpt-error-codes-");
+  mkdirSync(join(root, "apps"));
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(root, rel)), { recursive: true });
+    writeFileSync(join(root, rel), text);
+  }
+  return root;
+}
 
 /** Each package's own page lists its error class's codes too (besides docs/troubleshooting.md). */
 const PACKAGE_PAGES: Array<[unit: string, page: string, errorCode: RegExp]> = [
@@ -47,41 +65,71 @@ describe("error codes", () => {
     120_000,
   );
 
-  it("the dead-vocabulary check fails on a declared code that nothing raises", () => {
-    const root = mkdtempSync(join(tmpdir(), "ckpt-error-codes-"));
-    try {
-      const write = (rel: string, text: string) => {
-        mkdirSync(dirname(join(root, rel)), { recursive: true });
-        writeFileSync(join(root, rel), text);
-      };
-      mkdirSync(join(root, "apps"));
-      write("packages/widget/package.json", JSON.stringify({ name: "@ckpt/widget" }));
-      write(
-        "packages/widget/src/errors.ts",
-        [
-          'import { CkptError } from "@ckpt/errors";',
-          'export type WidgetErrorCode = "WIDGET_USED" | "WIDGET_DEAD";',
-          'export const WIDGET_PROBLEM_CODES = ["WIDGET_LISTED"] as const;',
-          "export class WidgetError extends CkptError<WidgetErrorCode> {}",
-        ].join("\n"),
-      );
-      write(
-        "packages/widget/src/use.ts",
-        [
-          'import { WidgetError } from "./errors.js";',
-          'export const fail = () => new WidgetError("WIDGET_USED", "m", { kind: "input" });',
-          'export const RAISED = "RAISED_ELSEWHERE";',
-        ].join("\n"),
-      );
-      const uses = collectCodeUses(root);
-      expect(uses.get("WIDGET_USED")).toEqual({
-        declared: new Set(["@ckpt/widget"]),
-        raised: new Set(["@ckpt/widget"]),
-      });
-      expect(unraisedCodes(uses)).toEqual(["WIDGET_DEAD (@ckpt/widget)", "WIDGET_LISTED (@ckpt/widget)"]);
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+  it("every code a package raises is declared by it or by a package it depends on", () => {
+    expect(
+      undeclaredCodes(usesInSource()),
+      "raised codes their owner does not declare: add them to its code union or _CODES list",
+    ).toEqual([]);
+  }, 120_000);
+
+  it("the dead-vocabulary check fails on a declared code that nothing raises", async () => {
+    const root = await scratchTree({
+      "packages/widget/package.json": JSON.stringify({ name: "@ckpt/widget" }),
+      "packages/widget/src/errors.ts": [
+        'import { CkptError } from "@ckpt/errors";',
+        'export type WidgetErrorCode = "WIDGET_USED" | "WIDGET_DEAD";',
+        'export const WIDGET_PROBLEM_CODES = ["WIDGET_LISTED"] as const;',
+        "export class WidgetError extends CkptError<WidgetErrorCode> {}",
+      ].join("\n"),
+      "packages/widget/src/use.ts": [
+        'import { WidgetError } from "./errors.js";',
+        'export const fail = () => new WidgetError("WIDGET_USED", "m", { kind: "input" });',
+        'export const RAISED = "RAISED_ELSEWHERE";',
+      ].join("\n"),
+    });
+    const uses = collectCodeUses(root);
+    expect(uses.get("WIDGET_USED")).toEqual({
+      declared: new Set(["@ckpt/widget"]),
+      raised: new Set(["@ckpt/widget"]),
+    });
+    expect(unraisedCodes(uses)).toEqual(["WIDGET_DEAD (@ckpt/widget)", "WIDGET_LISTED (@ckpt/widget)"]);
+  });
+
+  it("the undeclared-code check fails on a code raised outside its owner's vocabulary", async () => {
+    const problem = (code: string) => `export const problem = () => ({ code: "${code}", message: "m" });`;
+    const root = await scratchTree({
+      "packages/widget/package.json": JSON.stringify({ name: "@ckpt/widget" }),
+      "packages/widget/src/errors.ts": [
+        'import { CkptError } from "@ckpt/errors";',
+        'export type WidgetErrorCode = "WIDGET_USED";',
+        "export class WidgetError extends CkptError {",
+        '  constructor(code: string) { super(code, "m", { kind: "failed" }); }',
+        "}",
+      ].join("\n"),
+      "packages/widget/src/use.ts": [
+        'import { WidgetError } from "./errors.js";',
+        'export const used = () => new WidgetError("WIDGET_USED");',
+        'export const stray = () => new WidgetError("WIDGET_STRAY");',
+        problem("WIDGET_PROBLEM_STRAY"),
+      ].join("\n"),
+      // A package that depends on the owner may report its codes; one that does not may not.
+      "packages/gadget/package.json": JSON.stringify({
+        name: "@ckpt/gadget",
+        dependencies: { "@ckpt/widget": "workspace:^" },
+      }),
+      "packages/gadget/src/problem.ts": problem("WIDGET_USED"),
+      "packages/doohickey/package.json": JSON.stringify({ name: "@ckpt/doohickey" }),
+      "packages/doohickey/src/problem.ts": problem("WIDGET_USED"),
+    });
+    const uses = collectCodeUses(root);
+    expect(uses.get("WIDGET_USED")?.raised).toEqual(
+      new Set(["@ckpt/widget", "@ckpt/gadget", "@ckpt/doohickey"]),
+    );
+    expect(undeclaredCodes(uses, sourceUnits(root))).toEqual([
+      "WIDGET_PROBLEM_STRAY (@ckpt/widget)",
+      "WIDGET_STRAY (@ckpt/widget)",
+      "WIDGET_USED (@ckpt/doohickey)",
+    ]);
   });
 });
 

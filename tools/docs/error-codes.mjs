@@ -2,6 +2,7 @@
 // compiler's parser and binder (no type checking, so it takes seconds) (docs/troubleshooting.md must have an entry for each):
 //   node tools/docs/error-codes.mjs            list the codes, one per line, with where they come from
 //   node tools/docs/error-codes.mjs --missing  list the codes docs/troubleshooting.md has no entry for
+//   node tools/docs/error-codes.mjs --undeclared  list the codes raised where no owner declares them
 //
 // A string literal counts as a code when it is UPPER_SNAKE (or one upper-case word) and
 //   - is passed where a parameter named `code` (or typed `...Code`) is expected
@@ -32,7 +33,10 @@ function sources(dir) {
   return out;
 }
 
-/** The `src/` of every package and app, as units: { unit: "@ckpt/x", files }. */
+/**
+ * The `src/` of every package and app, as units: { unit: "@ckpt/x", files, dependsOn: the
+ * workspace packages it depends on }.
+ */
 export function sourceUnits(root = ROOT) {
   const units = [];
   for (const folder of ["packages", "apps"]) {
@@ -45,7 +49,10 @@ export function sourceUnits(root = ROOT) {
       } catch {
         continue;
       }
-      units.push({ unit: pkg.name, files: sources(src) });
+      const dependsOn = Object.keys({ ...pkg.dependencies, ...pkg.peerDependencies }).filter((d) =>
+        d.startsWith("@ckpt/"),
+      );
+      units.push({ unit: pkg.name, files: sources(src), dependsOn });
     }
   }
   return units;
@@ -239,6 +246,24 @@ export function unraisedCodes(uses) {
   return dead.sort();
 }
 
+/**
+ * Codes a unit raises that neither it nor a package it depends on declares (a code union or a
+ * `..._CODES` list: the owner's vocabulary), as "CODE (@ckpt/x)" lines. A code passed to an error
+ * class typed with a plain `string`, or reported as a problem code, lands here when its owner's
+ * vocabulary misses it.
+ */
+export function undeclaredCodes(uses, units = sourceUnits()) {
+  const owners = new Map(units.map(({ unit, dependsOn }) => [unit, new Set([unit, ...dependsOn])]));
+  const stray = [];
+  for (const [code, { declared, raised }] of uses) {
+    for (const unit of raised) {
+      if (![...(owners.get(unit) ?? [unit])].some((owner) => declared.has(owner)))
+        stray.push(`${code} (${unit})`);
+    }
+  }
+  return stray.sort();
+}
+
 /** The codes docs/troubleshooting.md has an entry for: backticked codes in a table row's first cell or a heading. */
 export function documentedCodes(markdown) {
   const found = new Set();
@@ -252,7 +277,9 @@ export function documentedCodes(markdown) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const codes = collectErrorCodes();
-  if (process.argv.includes("--missing")) {
+  if (process.argv.includes("--undeclared")) {
+    for (const line of undeclaredCodes(collectCodeUses())) console.log(line);
+  } else if (process.argv.includes("--missing")) {
     const documented = documentedCodes(readFileSync(join(ROOT, "docs", "troubleshooting.md"), "utf8"));
     for (const [code, from] of [...codes].sort()) {
       if (!documented.has(code)) console.log(`${code}\t${[...from].join(", ")}`);

@@ -1,5 +1,8 @@
 import { CkptError } from "@ckpt/errors";
 
+/** Every code the CLI raises itself (the libraries' errors keep their own codes). */
+export type CliErrorCode = "CLI_USAGE" | "INTERNAL";
+
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<"CLI_USAGE"> {
   override readonly name = "UsageError";

@@ -1,18 +1,16 @@
 import { readFile, writeFile, mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { publishFixture } from "./helpers/archive-fixture.js";
 import { captureIo } from "./helpers/capture.js";
 
 let dir = "";
-let cleanup = async () => {};
 beforeEach(async () => {
-  ({ dir, cleanup } = await makeTempDir("ckpt-cli-fetch-"));
+  dir = await testdir("ckpt-cli-fetch-");
 });
-afterEach(() => cleanup());
 
 describe("ckpt artifact fetch", () => {
   it("prints the staged path and stages verified files from a file:// archive", async () => {

@@ -1,7 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir, testdir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { commands } from "../src/commands/index.js";
 import { type CommandEntry, isGroup } from "../src/commands/registry.js";
 import { colorAllowed } from "../src/io.js";
@@ -91,10 +91,9 @@ describe("global behaviour", () => {
   });
 
   it("a refusal names its error code on stderr, the key of docs/troubleshooting.md", async () => {
-    const dir = await makeTempDir("ckpt-cli-code-");
-    onTestFinished(dir.cleanup);
+    const dir = await testdir("ckpt-cli-code-");
     const c = captureIo();
-    expect(await runCli(["verify", join(dir.dir, "not-there")], c.io)).toBe(2);
+    expect(await runCli(["verify", join(dir, "not-there")], c.io)).toBe(2);
     expect(c.err()).toMatch(
       /^ckpt: .*not-there.*\nckpt: error code VERIFY_PATH_MISSING \(docs\/troubleshooting\.md\)\n$/s,
     );

@@ -3,19 +3,17 @@
 import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { DemoReport } from "../src/demo/run-demo.js";
 
 const bin = resolve(import.meta.dirname, "..", "dist", "bin.js");
 let scratch = "";
-let cleanup: () => Promise<void> = async () => {};
 beforeAll(async () => {
   if (!existsSync(bin))
     throw new Error(`${bin} is missing: build the CLI first (pnpm turbo run build --filter @ckpt/cli...)`);
-  ({ dir: scratch, cleanup } = await makeTempDir("ckpt-demo-faults-"));
+  scratch = await testdir("ckpt-demo-faults-");
 });
-afterAll(() => cleanup());
 
 function demo(args: string[]): Promise<{ code: number; report: DemoReport; stderr: string }> {
   return new Promise((done, fail) => {

@@ -1,13 +1,10 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { inCI, makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { inCI, TORCH_PYTHON, testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { freshState, makeTask, PARAM_SPECS, trainStep, validationLoss } from "../src/demo/model.js";
 import { readTrainState, writeComponents } from "../src/demo/state-files.js";
-
-let cleanup: () => Promise<void> = async () => {};
-afterEach(() => cleanup());
 
 const task = makeTask(11, 101);
 
@@ -21,17 +18,16 @@ describe("the demo trainer", () => {
   });
 
   it("resumes exactly: training restored from optim.pt continues bit for bit like an uninterrupted run", async () => {
-    const made = await makeTempDir("ckpt-demo-trainer-");
-    cleanup = made.cleanup;
+    const dir = await testdir("ckpt-demo-trainer-");
     const straight = freshState(1);
     for (let i = 0; i < 30; i++) trainStep(straight, task);
 
     const first = freshState(1);
     for (let i = 0; i < 20; i++) trainStep(first, task);
     const targets = {
-      model: join(made.dir, "model.pt"),
-      optim: join(made.dir, "optim.pt"),
-      trainer: join(made.dir, "trainer.pt"),
+      model: join(dir, "model.pt"),
+      optim: join(dir, "optim.pt"),
+      trainer: join(dir, "trainer.pt"),
     };
     await writeComponents(targets, first, { taskSeed: 11, dataSeed: 101 });
     const restored = await readTrainState(targets.optim, 20);
@@ -51,11 +47,10 @@ describe("the demo trainer", () => {
       if (inCI) throw new Error(`${TORCH_PYTHON} with torch is required in CI`);
       ctx.skip();
     }
-    const made = await makeTempDir("ckpt-demo-trainer-");
-    cleanup = made.cleanup;
+    const dir = await testdir("ckpt-demo-trainer-");
     const state = freshState(1);
     trainStep(state, task);
-    const model = join(made.dir, "model.pt");
+    const model = join(dir, "model.pt");
     await writeComponents({ model }, state, { taskSeed: 11, dataSeed: 101 });
     const out = execFileSync(
       TORCH_PYTHON,

@@ -5,14 +5,11 @@ import { join } from "node:path";
 import { publishArtifact } from "@ckpt/archive-publisher";
 import { openStore } from "@ckpt/object-store";
 import { pruneVerified } from "@ckpt/retention";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { train } from "../src/demo/train.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
-
-let cleanup: () => Promise<void> = async () => {};
-afterEach(() => cleanup());
 
 interface Bundle {
   ok: boolean;
@@ -33,10 +30,9 @@ interface Bundle {
 }
 
 async function attempt(): Promise<{ root: string; attemptDir: string; artifactDir: string }> {
-  const made = await makeTempDir("ckpt-evidence-");
-  cleanup = made.cleanup;
+  const root = await testdir("ckpt-evidence-");
   const result = await train({
-    outputRoot: join(made.dir, "runs"),
+    outputRoot: join(root, "runs"),
     name: "ev",
     steps: 30,
     saveEvery: 10,
@@ -49,7 +45,7 @@ async function attempt(): Promise<{ root: string; attemptDir: string; artifactDi
   });
   const artifact = result.saves.find((s) => s.kind === "artifact");
   if (!artifact) throw new Error("the run committed no artifact");
-  return { root: made.dir, attemptDir: result.attemptDir, artifactDir: artifact.dir };
+  return { root, attemptDir: result.attemptDir, artifactDir: artifact.dir };
 }
 
 async function evidence(dir: string): Promise<{ code: number; bundle: Bundle; human: string }> {

@@ -1,15 +1,14 @@
 import { join } from "node:path";
 import { writeSafetensors } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
 let dir = "";
-let cleanup: () => Promise<void> = async () => {};
 let file = "";
 beforeAll(async () => {
-  ({ dir, cleanup } = await makeTempDir("ckpt-cli-inspect-"));
+  dir = await testdir("ckpt-cli-inspect-");
   file = join(dir, "model.safetensors");
   await writeSafetensors(
     file,
@@ -20,7 +19,6 @@ beforeAll(async () => {
     (t) => new Uint8Array(t.byteLength),
   );
 });
-afterAll(() => cleanup());
 
 describe("ckpt inspect", () => {
   it("prints an aligned table of name, dtype, shape and bytes", async () => {

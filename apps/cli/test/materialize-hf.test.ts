@@ -5,30 +5,28 @@ import { openStore } from "@ckpt/object-store";
 import {
   makeHfFixture,
   makeModelArtifact,
-  makeTempDir,
   materializeHfArgs,
   TORCH_FIXTURE_TIMEOUT_MS,
+  testdir,
 } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { parseLockWait } from "../src/commands/lock-wait.js";
 import { runCli } from "../src/run.js";
 import { publishFixture } from "./helpers/archive-fixture.js";
 import { captureIo } from "./helpers/capture.js";
 
 let root = "";
-let cleanup = async () => {};
 let base = "";
 let artifact = "";
 let other = "";
 
 beforeAll(async () => {
-  ({ dir: root, cleanup } = await makeTempDir("ckpt-cli-materialize-"));
+  root = await testdir("ckpt-cli-materialize-");
   const fixture = await makeHfFixture(join(root, "fx"), "moe", 2, 31);
   base = fixture.base;
   artifact = await makeModelArtifact(join(root, "a"), fixture.expert(0), { iteration: 300 });
   other = await makeModelArtifact(join(root, "b"), fixture.expert(1), { iteration: 300 });
 }, TORCH_FIXTURE_TIMEOUT_MS);
-afterAll(() => cleanup());
 
 let n = 0;
 const out = () => join(root, "out", `t${n++}`);

@@ -1,17 +1,16 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { f32ToBf16Bytes, writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import { splitExperts } from "../src/commands/merge.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
-let tmp: { dir: string; cleanup: () => Promise<void> };
+let tmp = "";
 beforeEach(async () => {
-  tmp = await makeTempDir("ckpt-cli-merge-");
+  tmp = await testdir("ckpt-cli-merge-");
 });
-afterEach(() => tmp.cleanup());
 
 const shapes: Record<string, number[]> = { "model.embed_tokens.weight": [64, 32], "model.norm.weight": [32] };
 const bf16 = (n: number, value: (i: number) => number) => {
@@ -25,7 +24,7 @@ const bf16 = (n: number, value: (i: number) => number) => {
 const numel = (shape: number[]) => shape.reduce((a, b) => a * b, 1);
 
 async function expert(name: string, k: number, keys = shapes): Promise<string> {
-  const path = join(tmp.dir, name, "model.pt");
+  const path = join(tmp, name, "model.pt");
   await mkdir(dirname(path), { recursive: true });
   const net = Object.fromEntries(
     Object.entries(keys).map(([key, shape]) => [key, { dtype: "BF16" as const, shape }]),
@@ -38,7 +37,7 @@ async function expert(name: string, k: number, keys = shapes): Promise<string> {
 }
 
 async function base(): Promise<string> {
-  const dir = join(tmp.dir, "base");
+  const dir = join(tmp, "base");
   const tensors = Object.entries(shapes).map(([name, shape]) => ({ name, dtype: "BF16" as const, shape }));
   await writeShardedSafetensors(dir, tensors, (t) => bf16(numel([...t.shape]), () => 0.5), {
     maxShardBytes: 1024,
@@ -46,7 +45,7 @@ async function base(): Promise<string> {
   return dir;
 }
 
-const outPath = () => join(tmp.dir, "run/checkpoint_artifacts/iter_000000300/model.pt");
+const outPath = () => join(tmp, "run/checkpoint_artifacts/iter_000000300/model.pt");
 
 async function cli(args: string[], options: { interactive?: boolean } = {}) {
   const c = captureIo(options);
@@ -115,7 +114,7 @@ describe("ckpt merge", () => {
     );
     expect(tty.out).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
     expect(tty.err).toContain("merge [");
-    const plain = await cli(tv(join(tmp.dir, "base")));
+    const plain = await cli(tv(join(tmp, "base")));
     expect(plain.out).toMatch(/^skipped: /);
     expect(plain.err).toBe("");
   });
@@ -144,7 +143,7 @@ describe("ckpt merge", () => {
     const r = await cli(["--mode", "avg", "--experts", `${a},${b}`, "--out", outPath()]);
     expect(r.code).toBe(2);
     expect(r.err).toContain(`expert 2 (${b}) lacks tensor model.norm.weight`);
-    expect(await readdir(tmp.dir)).not.toContain("run");
+    expect(await readdir(tmp)).not.toContain("run");
   });
 
   it.each([

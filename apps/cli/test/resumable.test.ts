@@ -2,8 +2,8 @@
 // trainer), then damaged, pinned and compared with the manager's own resume rules.
 import { truncate } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import { train, type TrainResult } from "../src/demo/train.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
@@ -31,22 +31,21 @@ async function resumable(args: string[]): Promise<{ code: number; report: Report
 const iterDir = (run: TrainResult, i: number) =>
   join(run.attemptDir, "checkpoints", `iter_${String(i).padStart(9, "0")}`);
 
-let tmp: { dir: string; cleanup: () => Promise<void> };
+let tmp = "";
 let kept: TrainResult; // optimizer kept for every iteration, model-only artifact at 15
 let pruned: TrainResult; // optimizer kept for the newest iteration only
 beforeAll(async () => {
-  tmp = await makeTempDir("ckpt-cli-resumable-");
+  tmp = await testdir("ckpt-cli-resumable-");
   const common = { steps: 30, saveEvery: 10, keepModelLast: 0, initSeed: 1, taskSeed: 2, dataSeed: 3 };
   kept = await train({
     ...common,
-    outputRoot: join(tmp.dir, "a"),
+    outputRoot: join(tmp, "a"),
     name: "kept",
     keepOptimLast: 0,
     validateAt: [15],
   });
-  pruned = await train({ ...common, outputRoot: join(tmp.dir, "b"), name: "pruned", keepOptimLast: 1 });
+  pruned = await train({ ...common, outputRoot: join(tmp, "b"), name: "pruned", keepOptimLast: 1 });
 });
-afterAll(() => tmp.cleanup());
 
 describe("ckpt resumable", () => {
   it("yes for the latest full checkpoint, with its components and manifest SHA-256 (exit 0)", async () => {
@@ -108,7 +107,7 @@ describe("ckpt resumable", () => {
 
   it("no for a torn component: the description's size no longer matches", async () => {
     const run = await train({
-      outputRoot: join(tmp.dir, "c"),
+      outputRoot: join(tmp, "c"),
       name: "torn",
       steps: 10,
       saveEvery: 10,
@@ -129,10 +128,10 @@ describe("ckpt resumable", () => {
 
   it("exit 2 for a path that does not exist", async () => {
     const c = captureIo();
-    expect(await runCli(["resumable", join(tmp.dir, "nope", "iter_000000010")], c.io)).toBe(2);
+    expect(await runCli(["resumable", join(tmp, "nope", "iter_000000010")], c.io)).toBe(2);
     expect(c.err()).toContain("does not exist");
     const j = captureIo();
-    expect(await runCli(["resumable", join(tmp.dir, "nope"), "--json"], j.io)).toBe(2);
+    expect(await runCli(["resumable", join(tmp, "nope"), "--json"], j.io)).toBe(2);
     expect(JSON.parse(j.out())).toMatchObject({ ok: false, error: { code: "CLI_USAGE" } });
   });
 });

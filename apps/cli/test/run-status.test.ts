@@ -4,9 +4,9 @@
 // runStatus's (tested in @ckpt/trainer-checkpoint-manager); these check the table and exit codes.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
+import { testdir } from "@ckpt/test-utils";
 import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { train, type TrainResult } from "../src/demo/train.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
@@ -40,19 +40,18 @@ async function status(dir: string): Promise<{ code: number; report: Status; huma
 }
 
 const common = { steps: 30, saveEvery: 10, keepModelLast: 0, initSeed: 1, taskSeed: 2, dataSeed: 3 };
-let tmp: { dir: string; cleanup: () => Promise<void> };
+let tmp = "";
 let run: TrainResult;
 beforeAll(async () => {
-  tmp = await makeTempDir("ckpt-cli-run-status-");
+  tmp = await testdir("ckpt-cli-run-status-");
   run = await train({
     ...common,
-    outputRoot: join(tmp.dir, "a"),
+    outputRoot: join(tmp, "a"),
     name: "main",
     keepOptimLast: 1,
     validateAt: [15],
   });
 });
-afterAll(() => tmp.cleanup());
 
 describe("ckpt run status", () => {
   it("lists checkpoints newest first with components, sizes, pointer and the resume decision", async () => {
@@ -75,7 +74,7 @@ describe("ckpt run status", () => {
   });
 
   it("shows a save that never committed past the pointer, and resume staying on the pointer", async () => {
-    const outputRoot = join(tmp.dir, "b");
+    const outputRoot = join(tmp, "b");
     await train({ ...common, steps: 10, outputRoot, name: "cut", keepOptimLast: 0 });
     const crash = new Error("simulated crash inside the save of iteration 20");
     const cut = train({
@@ -105,7 +104,7 @@ describe("ckpt run status", () => {
   });
 
   it("reports a full checkpoint whose validation is pending", async () => {
-    const outputRoot = join(tmp.dir, "c");
+    const outputRoot = join(tmp, "c");
     const manager = await CheckpointManager.open({
       config: parseManagerConfig({ save_every: 0, save_async: false, validation: { save_checkpoint: true } })
         .config,
@@ -129,7 +128,7 @@ describe("ckpt run status", () => {
   });
 
   it("exit 1 with the refusal when resume=auto would refuse (a damaged pointer)", async () => {
-    const outputRoot = join(tmp.dir, "d");
+    const outputRoot = join(tmp, "d");
     const damaged = await train({ ...common, steps: 10, outputRoot, name: "bad", keepOptimLast: 0 });
     await writeFile(join(damaged.attemptDir, "checkpoints", "latest_checkpoint.txt"), "garbage\n");
     const { code, report, human } = await status(damaged.attemptDir);
@@ -141,12 +140,12 @@ describe("ckpt run status", () => {
   });
 
   it("exit 2 for a directory that is not a run attempt, or no directory", async () => {
-    const plain = join(tmp.dir, "plain");
+    const plain = join(tmp, "plain");
     await mkdir(plain, { recursive: true });
     const c = captureIo();
     expect(await runCli(["run", "status", plain], c.io)).toBe(2);
     expect(c.err()).toContain("neither checkpoints/ nor checkpoint_artifacts/");
     const d = captureIo();
-    expect(await runCli(["run", "status", join(tmp.dir, "absent")], d.io)).toBe(2);
+    expect(await runCli(["run", "status", join(tmp, "absent")], d.io)).toBe(2);
   });
 });

@@ -1,17 +1,15 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
 let dir = "";
-let cleanup = async () => {};
 beforeEach(async () => {
-  ({ dir, cleanup } = await makeTempDir("ckpt-cli-store-"));
+  dir = await testdir("ckpt-cli-store-");
 });
-afterEach(() => cleanup());
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 describe("ckpt store download / copy", () => {

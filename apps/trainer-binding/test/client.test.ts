@@ -4,7 +4,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { makeTempDir, TORCH_PYTHON as PYTHON } from "@ckpt/test-utils";
+import { TORCH_PYTHON as PYTHON, testdir } from "@ckpt/test-utils";
 import { describe, expect, it, TestRunner } from "vitest";
 import { PYTHON_CLIENT_DIR } from "../src/package-files.js";
 
@@ -33,21 +33,17 @@ let outcomes: Record<string, { ok: boolean; detail: string }> | undefined;
 let log = "";
 async function runAll(): Promise<Record<string, { ok: boolean; detail: string }>> {
   if (outcomes !== undefined) return outcomes;
-  const tmp = await makeTempDir("ckpt-client-tests-");
-  try {
-    const file = join(tmp.dir, "outcomes.json");
-    const run = spawnSync(PYTHON, [join(HERE, "run_tests.py"), file], {
-      env,
-      encoding: "utf8",
-      timeout: 600_000,
-    });
-    log = `${run.stdout}\n${run.stderr}`;
-    if (run.status !== 0) throw new Error(`the Python test driver failed:\n${log}`);
-    outcomes = JSON.parse(readFileSync(file, "utf8")) as Record<string, { ok: boolean; detail: string }>;
-    return outcomes;
-  } finally {
-    await tmp.cleanup();
-  }
+  const dir = await testdir("ckpt-client-tests-");
+  const file = join(dir, "outcomes.json");
+  const run = spawnSync(PYTHON, [join(HERE, "run_tests.py"), file], {
+    env,
+    encoding: "utf8",
+    timeout: 600_000,
+  });
+  log = `${run.stdout}\n${run.stderr}`;
+  if (run.status !== 0) throw new Error(`the Python test driver failed:\n${log}`);
+  outcomes = JSON.parse(readFileSync(file, "utf8")) as Record<string, { ok: boolean; detail: string }>;
+  return outcomes;
 }
 
 // Listing starts Python at collection, so it happens only in a run that keeps torch-tagged tests.

@@ -3,19 +3,18 @@
 import { existsSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { Request } from "../src/protocol/messages.js";
 import { parseRequest } from "../src/protocol/messages.js";
 import { SidecarSession } from "../src/session.js";
 
-let tmp: { dir: string; cleanup: () => Promise<void> };
+let tmp = "";
 let logs: string[];
 beforeEach(async () => {
-  tmp = await makeTempDir("ckpt-session-");
+  tmp = await testdir("ckpt-session-");
   logs = [];
 });
-afterEach(() => tmp.cleanup());
 
 let nextId = 1;
 /** A request as it arrives on the wire (parsed and validated like a real line). */
@@ -34,7 +33,7 @@ async function openSession(config: Record<string, unknown> = {}): Promise<Sideca
   await call(session, "hello", { protocol: [1] });
   await call(session, "open", {
     config: { save_every: 2, save_async: false, ...config },
-    output_root: tmp.dir,
+    output_root: tmp,
     project: "p",
     group: "g",
     name: "n",
@@ -65,7 +64,7 @@ describe("SidecarSession", () => {
     });
     const open = await openSession();
     await expect(
-      open.handle(req("open", { output_root: tmp.dir, project: "p", group: "g", name: "n" })),
+      open.handle(req("open", { output_root: tmp, project: "p", group: "g", name: "n" })),
     ).rejects.toMatchObject({ code: "SESSION_ALREADY_OPEN" });
     expect(await open.handle(req("finalize"))).toEqual({ result: { finalized: true }, end: true });
     await expect(open.handle(req("should_stop"))).rejects.toMatchObject({ code: "SESSION_FINALIZED" });
@@ -150,7 +149,7 @@ describe("SidecarSession", () => {
             checkpoint_store: { backend: "object_store" },
             upload: { enabled: true },
           },
-          output_root: tmp.dir,
+          output_root: tmp,
           project: "p",
           group: "g",
           name: "n",

@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { ARTIFACT_MANIFEST, MERGE_COMPLETE, sha256Hex } from "@ckpt/manifest";
 import { createFileStore, createMemoryStore, createS3Store, type ObjectStore } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { createTestBucket, s3TestEnv, testCredentials, testdir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe } from "vitest";
 import { commitArtifact } from "../src/index.js";
 
@@ -34,12 +34,11 @@ function describeOn(title: string, name: Backend["name"], body: (backend: () => 
             createMemoryStore({ name: `pub-${run}`, prefix: `runs/checkpoint_artifacts/${label}` }),
         };
       } else if (name === "file") {
-        const temp = await makeTempDir("ckpt-pub-store-");
-        cleanup = temp.cleanup;
+        const dir = await testdir("ckpt-pub-store-");
         backend = {
           name,
           open: async (label) => {
-            const root = join(temp.dir, label);
+            const root = join(dir, label);
             await mkdir(root, { recursive: true });
             return createFileStore({ root });
           },

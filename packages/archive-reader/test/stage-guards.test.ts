@@ -1,19 +1,17 @@
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createMemoryStore } from "@ckpt/object-store";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import { fetchArtifact } from "../src/index.js";
 import { makeArtifact, putArchive } from "./helpers/archive.js";
 import { snapshotTree } from "./helpers/tree.js";
 
 const PREFIX = "run/checkpoint_artifacts/iter_000000300";
 let root = "";
-let cleanup = async () => {};
 beforeEach(async () => {
-  ({ dir: root, cleanup } = await makeTempDir("ckpt-stage-guards-"));
+  root = await testdir("ckpt-stage-guards-");
 });
-afterEach(() => cleanup());
 
 describe("staging directory guards", () => {
   it("refuses a staging path that is a file", async () => {

@@ -1,8 +1,8 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createMemoryStore, type ObjectInfo } from "@ckpt/object-store";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { judgeRemoteObject, verifyReceipt, verifyRemoteFiles } from "../src/index.js";
 import { describeEachBackend } from "./helpers/backends.js";
 import { makeArtifact, putArchive, receiptFor, sha, text } from "./helpers/archive.js";
@@ -85,24 +85,20 @@ describe("verifyRemoteFiles", () => {
 });
 
 describe("verifyReceipt: input", () => {
-  let cleanup = async () => {};
-  afterEach(() => cleanup());
-
   it("refuses a directory without a receipt, a legacy receipt, and a malformed one", async () => {
-    const tmp = await makeTempDir();
-    cleanup = tmp.cleanup;
+    const dir = await testdir();
     const store = createMemoryStore();
-    await expect(verifyReceipt(tmp.dir, store)).rejects.toMatchObject({
+    await expect(verifyReceipt(dir, store)).rejects.toMatchObject({
       code: "READER_RECEIPT_MISSING",
       kind: "input",
     });
-    await writeFile(join(tmp.dir, ".uploaded"), "s3://bucket/prefix uploaded\n");
-    await expect(verifyReceipt(tmp.dir, store)).rejects.toMatchObject({
+    await writeFile(join(dir, ".uploaded"), "s3://bucket/prefix uploaded\n");
+    await expect(verifyReceipt(dir, store)).rejects.toMatchObject({
       code: "READER_LEGACY_RECEIPT",
       kind: "refused",
     });
-    await writeFile(join(tmp.dir, ".uploaded"), '{"schema": "posttrain.archive-marker.v1"}');
-    await expect(verifyReceipt(tmp.dir, store)).rejects.toMatchObject({
+    await writeFile(join(dir, ".uploaded"), '{"schema": "posttrain.archive-marker.v1"}');
+    await expect(verifyReceipt(dir, store)).rejects.toMatchObject({
       code: "READER_RECEIPT_INVALID",
       kind: "input",
     });
@@ -110,8 +106,7 @@ describe("verifyReceipt: input", () => {
   });
 
   it("refuses a receipt bound elsewhere before any HEAD, naming both destinations", async () => {
-    const tmp = await makeTempDir();
-    cleanup = tmp.cleanup;
+    const dir = await testdir();
     const store = createMemoryStore({ prefix: "run/checkpoint_artifacts/iter_000000300" });
     const artifact = makeArtifact();
     await putArchive(store, artifact);
@@ -122,8 +117,8 @@ describe("verifyReceipt: input", () => {
       bucket: "bkt",
       prefix: "run/checkpoint_artifacts/iter_000000300",
     } as const;
-    await writeFile(join(tmp.dir, ".uploaded"), receiptFor(artifact, elsewhere));
-    const refusal = verifyReceipt(tmp.dir, store);
+    await writeFile(join(dir, ".uploaded"), receiptFor(artifact, elsewhere));
+    const refusal = verifyReceipt(dir, store);
     await expect(refusal).rejects.toMatchObject({
       code: "READER_RECEIPT_DESTINATION_MISMATCH",
       kind: "refused",
@@ -136,16 +131,12 @@ describe("verifyReceipt: input", () => {
 });
 
 describeEachBackend("verifyReceipt", (makeStore) => {
-  let cleanup = async () => {};
-  afterEach(() => cleanup());
-
   async function published() {
-    const tmp = await makeTempDir();
-    cleanup = tmp.cleanup;
+    const dir = await testdir();
     const store = await makeStore("verify");
     const artifact = makeArtifact({ extras: new Map([[".merge-complete.json", text("{}\n")]]) });
     await putArchive(store, artifact);
-    const iterDir = join(tmp.dir, "iter_000000300");
+    const iterDir = join(dir, "iter_000000300");
     await mkdir(iterDir);
     await writeFile(join(iterDir, ".uploaded"), receiptFor(artifact, store.identity));
     return { store, artifact, iterDir };
@@ -186,21 +177,17 @@ describeEachBackend("verifyReceipt", (makeStore) => {
 
 describe("verifyReceipt: lying metadata", () => {
   it("fails naming the object whose HEAD reports another digest", async () => {
-    const tmp = await makeTempDir();
-    try {
-      const store = createMemoryStore({ prefix: "x/iter_000000300" });
-      const artifact = makeArtifact();
-      await putArchive(store, artifact);
-      await writeFile(join(tmp.dir, ".uploaded"), receiptFor(artifact, store.identity));
-      store.inject({ type: "lieOnHead", key: "model.pt", sha256: E });
-      const report = await verifyReceipt(tmp.dir, store);
-      expect(report).toMatchObject({
-        ok: false,
-        problems: [{ path: "model.pt", status: "digest_mismatch" }],
-      });
-      expect(report.problems[0]!.message).toContain(E);
-    } finally {
-      await tmp.cleanup();
-    }
+    const dir = await testdir();
+    const store = createMemoryStore({ prefix: "x/iter_000000300" });
+    const artifact = makeArtifact();
+    await putArchive(store, artifact);
+    await writeFile(join(dir, ".uploaded"), receiptFor(artifact, store.identity));
+    store.inject({ type: "lieOnHead", key: "model.pt", sha256: E });
+    const report = await verifyReceipt(dir, store);
+    expect(report).toMatchObject({
+      ok: false,
+      problems: [{ path: "model.pt", status: "digest_mismatch" }],
+    });
+    expect(report.problems[0]!.message).toContain(E);
   });
 });

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it, onTestFinished } from "vitest";
 import {
   classifyFilesystem,
   mountOf,
@@ -11,12 +11,6 @@ import {
   readBackInChildProcess,
   storageVerdict,
 } from "../src/storage-probe.js";
-
-let cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  for (const cleanup of cleanups) await cleanup();
-  cleanups = [];
-});
 
 const MOUNTINFO = [
   "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard",
@@ -69,8 +63,7 @@ describe("probeStorage", () => {
       .at(-1) ?? "";
 
   it("runs every step on a local disk, reads back from a second process, and leaves nothing behind", async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-probe-");
-    cleanups.push(cleanup);
+    const dir = await testdir("ckpt-probe-");
     await writeFile(join(dir, "keep.txt"), "not the probe's");
     const report = await probeStorage(dir, { bytes: 4096 });
     expect(report.steps.map((s) => [s.name, s.ok])).toEqual([
@@ -93,7 +86,8 @@ describe("probeStorage", () => {
 
   it("detects tmpfs on /dev/shm as local", async () => {
     const dir = await mkdtemp("/dev/shm/ckpt-probe-");
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    // Not under tmpdir(), so not a testdir(): removed by hand.
+    onTestFinished(() => rm(dir, { recursive: true, force: true }));
     expect(findmnt(dir)).toBe("tmpfs");
     const report = await probeStorage(dir, { bytes: 1024 });
     expect(report).toMatchObject({
@@ -105,8 +99,7 @@ describe("probeStorage", () => {
   });
 
   it("names the step that failed: a read-back that sees other bytes fails the probe", async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-probe-");
-    cleanups.push(cleanup);
+    const dir = await testdir("ckpt-probe-");
     const report = await probeStorage(dir, {
       bytes: 1024,
       readBack: async () => ({ size: 1024, sha256: "0".repeat(64) }),
@@ -133,8 +126,7 @@ describe("probeStorage", () => {
   });
 
   it("refuses a path that is not a directory as input", async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-probe-");
-    cleanups.push(cleanup);
+    const dir = await testdir("ckpt-probe-");
     await writeFile(join(dir, "f"), "x");
     await expect(probeStorage(join(dir, "f"))).rejects.toMatchObject({
       code: "STORAGE_PROBE_NOT_A_DIRECTORY",
@@ -143,8 +135,7 @@ describe("probeStorage", () => {
   });
 
   it("the default read-back runs in another process", async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-probe-");
-    cleanups.push(cleanup);
+    const dir = await testdir("ckpt-probe-");
     await writeFile(join(dir, "x"), "hello");
     expect(await readBackInChildProcess(join(dir, "x"))).toEqual({
       size: 5,

@@ -35,13 +35,6 @@ describe("checkHfDirectory", () => {
     expect(report.tensorCount).toBe(report.shards.reduce((n, s) => n + s.tensorCount, 0));
   });
 
-  it("reports a directory with no weights as HF_INDEX_MISSING", async () => {
-    const dir = join(root, "empty");
-    await mkdir(dir);
-    expect(await checkHfDirectory(dir)).toMatchObject({ ok: false, layout: "none" });
-    expect(await codes(dir)).toEqual(["HF_INDEX_MISSING"]);
-  });
-
   it("checks a single model.safetensors when there is no index", async () => {
     const dir = await damaged(async (d) => {
       await rm(join(d, INDEX));

@@ -8,6 +8,7 @@ export {
 } from "@ckpt/test-utils";
 
 import { makeModelArtifact } from "@ckpt/test-utils";
+import type { MaterializeRequest } from "../src/index.js";
 
 /** A scratch directory for this test file (made in its beforeAll), removed when it ends. */
 export { testdir as scratchDir } from "@ckpt/test-utils";
@@ -15,6 +16,16 @@ export { testdir as scratchDir } from "@ckpt/test-utils";
 /** A committed consolidated artifact `<root>/iter_<n>` holding a copy of `modelPt` and its native manifest. */
 export function makeArtifact(root: string, modelPt: string, iteration = 100): Promise<string> {
   return makeModelArtifact(root, modelPt, { iteration });
+}
+
+/** A request to materialize the local artifact `ckptDir` over `base` into `out` (no tensor floor, 5 s lock wait). */
+export function request(
+  ckptDir: string,
+  base: string,
+  out: string,
+  extra: Partial<MaterializeRequest> = {},
+): MaterializeRequest {
+  return { source: { kind: "local", ckptDir }, base, out, minTensors: 0, lockWaitSeconds: 5, ...extra };
 }
 
 /** Copies a directory tree (a base to damage in a test). */

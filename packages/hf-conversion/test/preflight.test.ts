@@ -179,13 +179,6 @@ describe("preflightBase refuses, in the one REFUSED family, naming the file", ()
     expect(error.problems).toHaveLength(2);
     expect(error.message).toMatch(/\(1 more: special_tokens_map\.json\)/);
   });
-
-  it("refuses a base that is not a directory as unusable input", async () => {
-    const error = await preflightBase(join(fixture.base, "config.json"), {
-      unifiedChatTemplate: false,
-    }).catch((e) => e);
-    expect(error).toMatchObject({ code: "MATERIALIZE_BASE_UNREADABLE", kind: "input" });
-  });
 });
 
 describe("preflightBase under --unified-chat-template", () => {

@@ -1,19 +1,17 @@
 import { createHash, randomBytes } from "node:crypto";
 import { readdir, readFile, readlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
+import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { ShardWriter } from "../src/convert/shard-writer.js";
 
 async function setup(): Promise<{ dir: string; source: Buffer; writer: ShardWriter }> {
-  const { dir, cleanup } = await makeTempDir("ckpt-shard-writer-");
+  const dir = await testdir("ckpt-shard-writer-");
   const source = randomBytes(3 * 1024 * 1024 + 11);
   await writeFile(join(dir, "source.bin"), source);
   const writer = new ShardWriter(join(dir, "source.bin"));
-  onTestFinished(async () => {
-    await writer.shutdown();
-    await cleanup();
-  });
+  // Registered after testdir's removal, so it runs first (onTestFinished runs as a stack).
+  onTestFinished(() => writer.shutdown());
   return { dir, source, writer };
 }
 

@@ -126,3 +126,6 @@ export {
 
 // --- bounded concurrency shared by the archive packages
 export { concurrencyOf, mapPool } from "./concurrency.js";
+
+// --- a worker thread started from source text (src/worker)
+export { type SourceWorker, type SourceWorkerEnd, startSourceWorker } from "./worker/source-worker.js";

@@ -1,9 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { mkdtemp, open, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { open } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   ARTIFACT_MANIFEST,
   ARCHIVE_DECLARATION,
@@ -70,10 +70,7 @@ describe("hostile record corpus", () => {
 describe("files that must be refused without being read", () => {
   let dir: string;
   beforeAll(async () => {
-    dir = await mkdtemp(join(tmpdir(), "ckpt-corpus-"));
-  });
-  afterAll(async () => {
-    await rm(dir, { recursive: true, force: true });
+    dir = await testdir("ckpt-corpus-");
   });
 
   it("refuses a 1 GiB sparse 'manifest' by its size, fast", async () => {

@@ -1,8 +1,8 @@
-import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import { assertSafeRelativePath, pathProblem, resolveInside } from "../src/paths/safe.js";
 
 describe("pathProblem", () => {
@@ -65,18 +65,14 @@ describe("resolveInside", () => {
   let root: string;
   let outside: string;
   beforeAll(async () => {
-    root = await mkdtemp(join(tmpdir(), "ckpt-resolve-"));
-    outside = await mkdtemp(join(tmpdir(), "ckpt-outside-"));
+    root = await testdir("ckpt-resolve-");
+    outside = await testdir("ckpt-outside-");
     await mkdir(join(root, "model"));
     await writeFile(join(root, "model", ".metadata"), "x");
     await writeFile(join(outside, "secret"), "s");
     await symlink(outside, join(root, "escape"));
     await symlink(join(outside, "secret"), join(root, "link-to-secret"));
     await symlink(join(root, "model"), join(root, "alias"));
-  });
-  afterAll(async () => {
-    await rm(root, { recursive: true, force: true });
-    await rm(outside, { recursive: true, force: true });
   });
 
   it("joins existing and not-yet-existing paths inside the root", async () => {

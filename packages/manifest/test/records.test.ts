@@ -1,7 +1,7 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   UPLOADED_MARKER,
   ARTIFACT_MANIFEST,
@@ -31,10 +31,7 @@ function errorOf(result: { ok: boolean; error?: unknown }) {
 
 let dir: string;
 beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "ckpt-records-"));
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
+  dir = await testdir("ckpt-records-");
 });
 
 describe("every example round-trips through its canonical bytes", () => {

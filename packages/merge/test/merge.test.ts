@@ -9,8 +9,8 @@ import {
 } from "@ckpt/manifest";
 import { drain } from "@ckpt/progress";
 import { openTorchFile, toFloat32 } from "@ckpt/tensors";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import {
   MERGE_TOOL_VERSION,
   type MergeEvent,
@@ -27,12 +27,9 @@ import {
   writeTorchExpert,
 } from "./helpers.js";
 
-let tmp: { dir: string; cleanup: () => Promise<void> };
+let tmp = "";
 beforeEach(async () => {
-  tmp = await makeTempDir("ckpt-merge-");
-});
-afterEach(async () => {
-  await tmp.cleanup();
+  tmp = await testdir("ckpt-merge-");
 });
 
 const constant = (shape: number[], value: number) => ({
@@ -84,7 +81,7 @@ async function fixture(): Promise<{
   iterDir: string;
   root: string;
 }> {
-  const root = tmp.dir;
+  const root = tmp;
   const experts = [
     await writeTorchExpert(join(root, "a/model.pt"), randomModel(1, shapes)),
     await writeTorchExpert(join(root, "b/model.pt"), randomModel(2, shapes)),
@@ -99,11 +96,11 @@ describe("mergeExperts: output", () => {
   it("averages torch experts: F32 sum, one rounding, as torch.save({net}) with manifest, diagnostics and completion record", async () => {
     const e = (v: number): TestModel => ({ w: constant([2, 3], v), n: constant([3], -v) });
     const experts = [
-      await writeTorchExpert(join(tmp.dir, "a.pt"), e(1)),
-      await writeTorchExpert(join(tmp.dir, "b.pt"), e(2)),
-      await writeTorchExpert(join(tmp.dir, "c.pt"), e(4)),
+      await writeTorchExpert(join(tmp, "a.pt"), e(1)),
+      await writeTorchExpert(join(tmp, "b.pt"), e(2)),
+      await writeTorchExpert(join(tmp, "c.pt"), e(4)),
     ];
-    const out = join(tmp.dir, "iter_000000007/model.pt");
+    const out = join(tmp, "iter_000000007/model.pt");
     const report = await mergeExperts({ mode: "avg", experts, out });
     expect(report).toMatchObject({
       status: "merged",
@@ -118,7 +115,7 @@ describe("mergeExperts: output", () => {
       "net.w": { dtype: "BF16", shape: [2, 3], values: new Array(6).fill(2.328125) },
       "net.n": { dtype: "BF16", shape: [3], values: new Array(3).fill(-2.328125) },
     });
-    const files = artifactFiles(join(tmp.dir, "iter_000000007"));
+    const files = artifactFiles(join(tmp, "iter_000000007"));
     const model = await hashFile(files.model);
     expect(report.model).toEqual(model);
     const manifest = await ARTIFACT_MANIFEST.read(files.manifest);
@@ -158,34 +155,32 @@ describe("mergeExperts: output", () => {
     const m = 2.328125;
     expect(diag.tensors[0].expert_delta_norm).toEqual([1, 2, 4].map((v) => Math.sqrt(6 * (v - m) ** 2)));
     expect(diag.tensors[0].cosine).toBeNull();
-    expect(await readdir(tmp.dir)).not.toContain(".iter_000000007.merge-staging");
+    expect(await readdir(tmp)).not.toContain(".iter_000000007.merge-staging");
   });
 
   it("adds scaled task vectors onto a sharded HF base (safetensors experts accepted) and records the base fingerprint", async () => {
     const base: TestModel = { w: constant([4], 1), v: constant([2], -2) };
-    await writeHfBase(join(tmp.dir, "base"), base, 8);
-    expect((await readdir(join(tmp.dir, "base"))).filter((n) => n.endsWith(".safetensors")).length).toBe(2);
+    await writeHfBase(join(tmp, "base"), base, 8);
+    expect((await readdir(join(tmp, "base"))).filter((n) => n.endsWith(".safetensors")).length).toBe(2);
     const experts = [
-      await writeTorchExpert(join(tmp.dir, "a.pt"), { w: constant([4], 1.5), v: constant([2], -1) }),
-      await writeSafetensorsExpert(join(tmp.dir, "b.safetensors"), {
+      await writeTorchExpert(join(tmp, "a.pt"), { w: constant([4], 1.5), v: constant([2], -1) }),
+      await writeSafetensorsExpert(join(tmp, "b.safetensors"), {
         v: constant([2], -3),
         w: constant([4], 1.25),
       }),
     ];
-    const out = join(tmp.dir, "iter_000000001/model.pt");
-    const report = await mergeExperts({ mode: "tv", experts, base: join(tmp.dir, "base"), lam: 0.5, out });
+    const out = join(tmp, "iter_000000001/model.pt");
+    const report = await mergeExperts({ mode: "tv", experts, base: join(tmp, "base"), lam: 0.5, out });
     // w: 1 + 0.5 × (0.5 + 0.25) = 1.375; v: -2 + 0.5 × (1 + -1) = -2
     expect(await readModel(out)).toEqual({
       "net.w": { dtype: "BF16", shape: [4], values: [1.375, 1.375, 1.375, 1.375] },
       "net.v": { dtype: "BF16", shape: [2], values: [-2, -2] },
     });
     expect(report.base).toEqual({
-      source: join(tmp.dir, "base"),
+      source: join(tmp, "base"),
       fingerprint: expect.stringMatching(/^[0-9a-f]{64}$/),
     });
-    const diag = JSON.parse(
-      await readFile(artifactFiles(join(tmp.dir, "iter_000000001")).diagnostics, "utf8"),
-    );
+    const diag = JSON.parse(await readFile(artifactFiles(join(tmp, "iter_000000001")).diagnostics, "utf8"));
     expect(diag.reference).toBe("base");
     expect(diag.tensors[0].name).toBe("w");
     expect(diag.tensors[0].expert_delta_norm).toEqual([1, 0.5]); // ‖0.5 × 4‖, ‖0.25 × 4‖
@@ -254,7 +249,7 @@ describe("mergeExperts: output", () => {
 describe("mergeExperts: refusals before anything is written", () => {
   async function refusedWithoutOutput(options: MergeOptions, code: string, tensor?: string) {
     await expect(mergeExperts(options)).rejects.toMatchObject({ code, ...(tensor ? { tensor } : {}) });
-    expect(await readdir(tmp.dir)).not.toContain("run");
+    expect(await readdir(tmp)).not.toContain("run");
   }
 
   it("a key one expert lacks", async () => {

@@ -1,15 +1,14 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fsyncDirectory, type SwapIo } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { sidePaths, swapIntoPlace } from "../src/internal/output.js";
 
 describe("merge's swap into place", () => {
   it("fsyncs the parent after each of its two renames, so a power loss cannot reorder them", async () => {
-    const tmp = await makeTempDir("ckpt-merge-swap-");
-    onTestFinished(tmp.cleanup);
-    const iterDir = join(tmp.dir, "iter_000000001");
+    const parent = await testdir("ckpt-merge-swap-");
+    const iterDir = join(parent, "iter_000000001");
     const { staging, previous } = sidePaths(iterDir);
     for (const [dir, text] of [
       [iterDir, "old"],
@@ -33,9 +32,9 @@ describe("merge's swap into place", () => {
     expect(calls).toEqual([
       `fsync ${staging}`,
       `rename ${iterDir} -> ${previous}`,
-      `fsync ${tmp.dir}`,
+      `fsync ${parent}`,
       `rename ${staging} -> ${iterDir}`,
-      `fsync ${tmp.dir}`,
+      `fsync ${parent}`,
     ]);
     expect(await readFile(join(iterDir, "model.pt"), "utf8")).toBe("new");
   });

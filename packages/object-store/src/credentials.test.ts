@@ -1,18 +1,13 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { destinationIdentity, loadCredentials, parseCredentials, sameDestination } from "./credentials.js";
 
 const SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
 
 async function file(text: string): Promise<string> {
-  const { dir, cleanup } = await makeTempDir();
-  cleanups.push(cleanup);
+  const dir = await testdir();
   const path = join(dir, "creds.secret");
   await writeFile(path, text);
   return path;

@@ -1,14 +1,9 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { destinationIdentity } from "./credentials.js";
 import { openStore } from "./open.js";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
 
 describe("openStore", () => {
   it("shares a memory store's objects by name within the process", async () => {
@@ -22,8 +17,7 @@ describe("openStore", () => {
   });
 
   it("opens a file store at the URI's absolute directory", async () => {
-    const { dir, cleanup } = await makeTempDir();
-    cleanups.push(cleanup);
+    const dir = await testdir();
     const store = await openStore(`file://${dir}/archive/`);
     expect(store.identity).toEqual({
       scheme: "file",
@@ -36,8 +30,7 @@ describe("openStore", () => {
   });
 
   it("gives an s3 store exactly the identity the credentials file names, ignoring the environment", async () => {
-    const { dir, cleanup } = await makeTempDir();
-    cleanups.push(cleanup);
+    const dir = await testdir();
     const path = join(dir, "creds.secret");
     const credentials = {
       aws_access_key_id: "AKID",

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { makeTempDir } from "@ckpt/test-utils";
+import { testdir } from "@ckpt/test-utils";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { CreateResult, ObjectInfo, ObjectStore } from "../src/types.js";
 import { parseStoreUri } from "../src/uri.js";
@@ -42,13 +42,11 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
   describe(`ObjectStore contract: ${name}`, () => {
     let store: ObjectStore;
     let cleanup: () => Promise<void>;
-    const extraCleanups: Array<() => Promise<void>> = [];
 
     beforeEach(async () => {
       ({ store, cleanup } = await makeStore());
     });
     afterEach(async () => {
-      while (extraCleanups.length > 0) await extraCleanups.pop()!();
       await cleanup();
     });
 
@@ -163,8 +161,7 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
       });
 
       it("uploads a large file by path in parts, reporting progress up to its size", async () => {
-        const { dir, cleanup: removeDir } = await makeTempDir("ckpt-contract-");
-        extraCleanups.push(removeDir);
+        const dir = await testdir("ckpt-contract-");
         const body = randomBytes(2 * PART + 12_345);
         const path = join(dir, "model.pt");
         await writeFile(path, body);

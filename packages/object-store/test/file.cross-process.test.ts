@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
-import { makeTempDir } from "@ckpt/test-utils";
+import { testdir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 
@@ -83,7 +83,7 @@ describe("file store: conditional create across processes", () => {
   });
 
   it(`${CHILDREN} processes racing one key: exactly one created per round, the winner's body kept`, async () => {
-    const { dir, cleanup } = await makeTempDir("ckpt-file-race-");
+    const dir = await testdir("ckpt-file-race-");
     const root = join(dir, "archive");
     const children = Array.from({ length: CHILDREN }, (_, child) => startChild(child, root));
     try {
@@ -110,7 +110,6 @@ describe("file store: conditional create across processes", () => {
           c.proc.exitCode === null ? new Promise((r) => c.proc.once("exit", r)) : undefined,
         ),
       );
-      await cleanup();
     }
   });
 });

@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { beforeEach, describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 import type { ObjectInfo, ObjectStore } from "../src/types.js";
 
@@ -26,16 +26,10 @@ async function tree(dir: string): Promise<string[]> {
 describe("file store specifics", () => {
   let root: string;
   let store: ObjectStore;
-  let cleanup: () => Promise<void>;
 
   beforeEach(async () => {
-    const temp = await makeTempDir("ckpt-file-");
-    cleanup = temp.cleanup;
-    root = join(temp.dir, "root");
+    root = join(await testdir("ckpt-file-"), "root");
     store = createFileStore({ root });
-  });
-  afterEach(async () => {
-    await cleanup();
   });
 
   it("has identity file/local/<root> and a file:// URI", () => {

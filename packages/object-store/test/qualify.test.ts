@@ -1,7 +1,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 import { createMemoryStore } from "../src/memory/store.js";
 import { isQualified, qualify } from "../src/qualify.js";
@@ -19,11 +19,6 @@ async function keys(store: ObjectStore): Promise<string[]> {
 function check(report: Awaited<ReturnType<typeof qualify>>, name: string) {
   return report.checks.find((c) => c.name === name);
 }
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
 
 describe("qualify", () => {
   it("qualifies a memory store, runs every check in order and removes its probes", async () => {
@@ -106,8 +101,7 @@ describe("qualify", () => {
   });
 
   it("qualifies the file store and leaves its root empty", async () => {
-    const { dir, cleanup } = await makeTempDir();
-    cleanups.push(cleanup);
+    const dir = await testdir();
     const store = createFileStore({ root: join(dir, "archive") });
     const report = await qualify(store, { partSize });
     expect(report.checks.filter((c) => !c.ok)).toEqual([]);

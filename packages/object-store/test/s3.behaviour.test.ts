@@ -14,7 +14,7 @@ import {
   S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
-import { makeTempDir } from "@ckpt/test-utils";
+import { testdir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { makeS3Client, resolveS3Endpoint } from "../src/s3/client.js";
 import { createS3Store } from "../src/s3/store.js";
@@ -98,8 +98,7 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
   });
 
   it("multipart put from a file path: parts from positioned reads, bytes and metadata intact", async () => {
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     const data = randomBytes(12 * MiB + 123);
     const path = join(dir, "model.pt");
     await writeFile(path, data);
@@ -152,8 +151,7 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
   });
 
   it("a file rewritten after it was hashed is refused (single and multipart), storing nothing", async () => {
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     const hashed = randomBytes(7 * MiB);
     const rewritten = Buffer.from(hashed);
     rewritten[rewritten.length - 1]! ^= 1; // only the very last byte differs
@@ -178,8 +176,7 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
   });
 
   it("concurrent multipart uploads share one part budget and all complete intact", async () => {
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     const s = createS3Store({
       bucket,
       prefix: `budget-${randomBytes(3).toString("hex")}`,
@@ -248,8 +245,7 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
   });
 
   it("a file body below the threshold is streamed (not buffered) and arrives intact", async () => {
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     const data = randomBytes(300_000);
     await writeFile(join(dir, "f"), data);
     const s = store();
@@ -348,8 +344,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
           server.close(() => resolve());
         }),
     );
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     const data = randomBytes(3 * MiB);
     await writeFile(join(dir, "f"), data);
     const s = storeOn({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
@@ -424,8 +419,7 @@ describe("S3 backend against a loopback fake (answers no real server gives on de
   });
 
   it("a failed streaming upload prints nothing (the SDK would console.warn with its default logger)", async () => {
-    const { dir, cleanup: rmDir } = await makeTempDir();
-    onTestFinished(rmDir);
+    const dir = await testdir();
     await writeFile(join(dir, "f"), "streamed");
     const server = await fakeS3((_req, res) => sendXmlError(res, 400, "InvalidRequest"));
     const s = storeOn(server);

@@ -1,8 +1,8 @@
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { UPLOADED_MARKER } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, describe, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import {
   applyRetentionPlan,
   planModelRetention,
@@ -10,11 +10,6 @@ import {
   type RetentionApplyEvent,
   scanCheckpointRoot,
 } from "../src/index.js";
-
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()!();
-});
 
 interface IterSpec {
   readonly name: string;
@@ -27,8 +22,7 @@ async function checkpointsRoot(
   iters: readonly IterSpec[],
   latest?: string,
 ): Promise<{ root: string; attempt: string }> {
-  const { dir, cleanup } = await makeTempDir("ckpt-retention-local-");
-  cleanups.push(cleanup);
+  const dir = await testdir("ckpt-retention-local-");
   const root = join(dir, "run", "20260901120000", "checkpoints");
   for (const spec of iters) {
     const d = join(root, spec.name);

@@ -2,8 +2,8 @@ import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TORCH_PYTHON, testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   inspectPath,
   type TensorDescription,
@@ -12,11 +12,9 @@ import {
 } from "../src/index.js";
 
 let root = "";
-let cleanup: () => Promise<void> = async () => {};
 beforeAll(async () => {
-  ({ dir: root, cleanup } = await makeTempDir("ckpt-inspect-"));
+  root = await testdir("ckpt-inspect-");
 });
-afterAll(() => cleanup());
 
 const tensors: TensorDescription[] = [
   { name: "w", dtype: "BF16", shape: [2, 3] },

@@ -21,6 +21,9 @@ import { CHECKPOINT_DESCRIPTION_FILE, checkpointDescription } from "./records.js
 
 export const EVIDENCE_SCHEMA = "ckpt.evidence.v1";
 
+/** The codes evidence gives a problem itself (a reader's error keeps its own code). */
+type EvidenceProblemCode = "CHECKPOINT_INCOMPLETE" | "INTERNAL";
+
 /** A problem a reader reported, with the code it gave (or the code of the record it concerns). */
 export interface EvidenceProblem {
   readonly code: string;
@@ -69,7 +72,7 @@ export interface EvidenceBundle {
 function coded(error: unknown): { code: string; message: string } {
   const e = error as { code?: unknown; message?: unknown };
   return {
-    code: typeof e?.code === "string" ? e.code : "INTERNAL",
+    code: typeof e?.code === "string" ? e.code : ("INTERNAL" satisfies EvidenceProblemCode),
     message: typeof e?.message === "string" ? e.message : String(error),
   };
 }
@@ -145,7 +148,11 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
     }
   }
   for (const problem of newestCheckpoint?.problems ?? []) {
-    problems.push({ code: "CHECKPOINT_INCOMPLETE", subject: newestCheckpoint!.iterDir, message: problem });
+    problems.push({
+      code: "CHECKPOINT_INCOMPLETE" satisfies EvidenceProblemCode,
+      subject: newestCheckpoint!.iterDir,
+      message: problem,
+    });
   }
 
   let checkpoints: CheckpointInfo[] = [];

@@ -115,7 +115,14 @@ export function runTrainWorker(
     child.on("error", reject);
     child.on("close", (exitCode, signal) => {
       if (failure) {
-        reject(new DemoError(failure.code, `demo trainer (pid ${child.pid}): ${failure.message}`, "failed"));
+        reject(
+          new DemoError(
+            failure.code,
+            `demo trainer (pid ${child.pid}): ${failure.message}`,
+            "failed",
+            "trainer",
+          ),
+        );
         return;
       }
       if (killedInSave === undefined && exitCode !== 0) {

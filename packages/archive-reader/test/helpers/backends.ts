@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { createMemoryStore, type ObjectStore, openStore } from "@ckpt/object-store";
-import { createTestBucket, makeTempDir, s3TestEnv, testCredentials } from "@ckpt/test-utils";
+import { createTestBucket, s3TestEnv, testCredentials, testdir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe } from "vitest";
 
 /** Opens a fresh, empty store rooted at an artifact prefix below `name` (unique per call). */
@@ -23,11 +23,9 @@ export function describeEachBackend(name: string, scenarios: (makeStore: MakeSto
 
   describe(`${name} [file]`, () => {
     let root = "";
-    let cleanup: () => Promise<void> = async () => {};
     beforeAll(async () => {
-      ({ dir: root, cleanup } = await makeTempDir("ckpt-reader-file-"));
+      root = await testdir("ckpt-reader-file-");
     });
-    afterAll(() => cleanup());
     scenarios(async (label = "a") => openStore(`file://${join(root, uniquePrefix(label))}`));
   });
 

@@ -1,5 +1,4 @@
-import { Worker } from "node:worker_threads";
-import { WRITE_SLICE_BYTES } from "@ckpt/manifest";
+import { type SourceWorker, startSourceWorker, WRITE_SLICE_BYTES } from "@ckpt/manifest";
 import { HfConversionError } from "../errors.js";
 
 /** Bytes written between two background flushes of a file (its writeback then overlaps the writing). */
@@ -24,7 +23,7 @@ type Reply = { seq: number; error?: string; size?: number; sha256?: string };
  * for the hash and the write) or as chunks from the caller; a background fdatasync every
  * FLUSH_BYTES; on close the last flush and an fsync, then the size and digest. A file that fails
  * is closed at once; shutdown closes whatever is still open. Shipped as source text (see
- * @ckpt/manifest's hashing worker for why).
+ * @ckpt/manifest's startSourceWorker for why).
  */
 function shardWriterThread(
   port: import("node:worker_threads").MessagePort,
@@ -147,26 +146,27 @@ export interface WrittenFile {
  * thread; a failure fails the file it concerns (named in the error) and is reported to its caller.
  */
 export class ShardWriter {
-  private readonly worker: Worker;
+  private readonly worker: SourceWorker<Request>;
   private readonly waiting = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
   private seq = 0;
   private files = 0;
   private failure: Error | undefined;
 
   constructor(sourcePath: string) {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: sourcePath });
-    this.worker.on("message", (reply: Reply) => {
-      const waiter = this.waiting.get(reply.seq);
-      this.waiting.delete(reply.seq);
-      waiter?.resolve(reply);
-    });
     const fail = (cause: Error) => {
       this.failure ??= cause;
       for (const waiter of this.waiting.values()) waiter.reject(cause);
       this.waiting.clear();
     };
-    this.worker.on("error", fail);
-    this.worker.on("exit", (code) => fail(new Error(`the writing thread exited with code ${code}`)));
+    this.worker = startSourceWorker<Request, Reply>(WORKER_SOURCE, sourcePath, {
+      onMessage: (reply) => {
+        const waiter = this.waiting.get(reply.seq);
+        this.waiting.delete(reply.seq);
+        waiter?.resolve(reply);
+      },
+      onEnd: (end) =>
+        fail("error" in end ? end.error : new Error(`the writing thread exited with code ${end.exitCode}`)),
+    });
   }
 
   private async call(path: string, request: Unnumbered): Promise<Reply> {
@@ -174,7 +174,7 @@ export class ShardWriter {
     const seq = this.seq++;
     const reply = await new Promise<Reply>((resolve, reject) => {
       this.waiting.set(seq, { resolve, reject });
-      this.worker.postMessage({ ...request, seq });
+      this.worker.post({ ...request, seq });
     }).catch((error: Error) => {
       throw this.failed(path, error.message);
     });

@@ -1,5 +1,5 @@
-import { Worker } from "node:worker_threads";
 import { ManifestError } from "../errors.js";
+import { startSourceWorker } from "../worker/source-worker.js";
 
 /** `length` bytes at offset `a` of one file and at offset `b` of the other. */
 export interface RangePair {
@@ -112,23 +112,24 @@ export function compareFileRanges(
       cause,
     });
   if (pairs.length === 0) return Promise.resolve({ differing: [], bytes: 0 });
+  // The thread posts one reply and exits; a promise settles once, so the exit after a reply (or
+  // after an error) changes nothing.
   return new Promise((resolve, reject) => {
-    const worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: { pathA, pathB, pairs: pairs.map(({ a, b, length }) => ({ a, b, length })) },
-    });
-    let settled = false;
-    worker.once("message", (message: { ok: boolean; reason?: string } & RangeComparison) => {
-      settled = true;
-      if (message.ok) resolve({ differing: message.differing, bytes: message.bytes });
-      else reject(fail(message.reason!));
-    });
-    worker.once("error", (error) => {
-      settled = true;
-      reject(fail(`the comparing thread failed: ${error.message}`, error));
-    });
-    worker.once("exit", (code) => {
-      if (!settled) reject(fail(`the comparing thread exited with code ${code}`));
-    });
+    startSourceWorker<never, { ok: boolean; reason?: string } & RangeComparison>(
+      WORKER_SOURCE,
+      { pathA, pathB, pairs: pairs.map(({ a, b, length }) => ({ a, b, length })) },
+      {
+        onMessage: (message) => {
+          if (message.ok) resolve({ differing: message.differing, bytes: message.bytes });
+          else reject(fail(message.reason!));
+        },
+        onEnd: (end) =>
+          reject(
+            "error" in end
+              ? fail(`the comparing thread failed: ${end.error.message}`, end.error)
+              : fail(`the comparing thread exited with code ${end.exitCode}`),
+          ),
+      },
+    );
   });
 }

@@ -2,14 +2,13 @@ import { spawnSync } from "node:child_process";
 import { mkdir, readdir, readFile, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { describeLockHolder, LOCK_HOLDER_FILE, lockDirectory } from "./holder-lock.js";
 
 async function lockIn(): Promise<string> {
-  const tmp = await makeTempDir("ckpt-holder-lock-");
-  onTestFinished(tmp.cleanup);
-  return join(tmp.dir, "out.lock");
+  const tmp = await testdir("ckpt-holder-lock-");
+  return join(tmp, "out.lock");
 }
 
 /** Leaves a lock as a holder with `pid` on `host` would have, last refreshed `ageMs` ago. */

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { mkdir, readdir, readFile, rename, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { makeTempDir } from "@ckpt/test-utils";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { ManifestError } from "../errors.js";
 import { parseStrictJson } from "../json/strict.js";
 import { fsyncDirectory } from "./atomic.js";
@@ -20,9 +20,7 @@ import {
 } from "./staged-directory.js";
 
 async function scratch(): Promise<{ parent: string; paths: StagedPaths }> {
-  const tmp = await makeTempDir("ckpt-staged-directory-");
-  onTestFinished(tmp.cleanup);
-  const parent = tmp.dir;
+  const parent = await testdir("ckpt-staged-directory-");
   return {
     parent,
     paths: {

@@ -1,5 +1,5 @@
-import { Worker } from "node:worker_threads";
 import { ManifestError } from "../errors.js";
+import { type SourceWorker, startSourceWorker } from "../worker/source-worker.js";
 import { type HashJob, type HashOutcome, hashPathSync } from "./core.js";
 
 /** Messages a hashing worker posts back. */
@@ -7,9 +7,8 @@ export type WorkerMessage =
   | { type: "bytes"; id: number; bytes: number }
   | { type: "done"; id: number; outcome: HashOutcome };
 
-// The worker runs from source text so vitest (TypeScript sources), the ESM build and the CJS build
-// load it the same way, with no worker file to resolve. `import()` works whether Node evaluates it
-// as a script or as a module (a parent started with --input-type=module passes that on).
+// Source text for startSourceWorker (which says why). `import()` works whether Node evaluates it as
+// a script or as a module (a parent started with --input-type=module passes that on).
 const WORKER_SOURCE = `"use strict";
 const hashPathSync = ${hashPathSync.toString()};
 (async () => {
@@ -50,7 +49,7 @@ const hashPathSync = ${hashPathSync.toString()};
  * hashed but not yet reported by a `bytes` message are left for the caller to account at `done`.
  */
 export class HashWorker {
-  private readonly worker: Worker;
+  private readonly worker: SourceWorker<HashJob>;
   private current:
     | { id: number; resolve: (outcome: HashOutcome) => void; reject: (error: Error) => void }
     | undefined;
@@ -62,16 +61,6 @@ export class HashWorker {
     reportMs: number,
     onBytes: (id: number, bytes: number) => void,
   ) {
-    this.worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { readSize, reportMs } });
-    this.worker.on("message", (message: WorkerMessage) => {
-      if (message.type === "bytes") {
-        onBytes(message.id, message.bytes);
-        return;
-      }
-      const current = this.current;
-      this.current = undefined;
-      current?.resolve(message.outcome);
-    });
     const fail = (cause: Error) => {
       const error = new ManifestError(
         "HASH_WORKER_FAILED",
@@ -83,15 +72,29 @@ export class HashWorker {
       this.current = undefined;
       current?.reject(error);
     };
-    this.worker.on("error", fail);
-    this.worker.on("exit", (code) => fail(new Error(`it exited with code ${code}`)));
+    this.worker = startSourceWorker<HashJob, WorkerMessage>(
+      WORKER_SOURCE,
+      { readSize, reportMs },
+      {
+        onMessage: (message) => {
+          if (message.type === "bytes") {
+            onBytes(message.id, message.bytes);
+            return;
+          }
+          const current = this.current;
+          this.current = undefined;
+          current?.resolve(message.outcome);
+        },
+        onEnd: (end) => fail("error" in end ? end.error : new Error(`it exited with code ${end.exitCode}`)),
+      },
+    );
   }
 
   run(job: HashJob): Promise<HashOutcome> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise((resolve, reject) => {
       this.current = { id: job.id, resolve, reject };
-      this.worker.postMessage(job);
+      this.worker.post(job);
     });
   }
 

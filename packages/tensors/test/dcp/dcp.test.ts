@@ -1,6 +1,7 @@
 // @module-tag torch
 import { rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, test } from "vitest";
 import { checkDcpDirectory, readDcpMetadata } from "../../src/dcp/metadata.js";
 import { PYTHON, python } from "../torch/python.js";
@@ -15,12 +16,9 @@ let root: string;
 let expected: Record<string, Expected>;
 
 beforeAll(async () => {
-  const { mkdtemp } = await import("node:fs/promises");
-  const { tmpdir } = await import("node:os");
-  root = await mkdtemp(join(tmpdir(), "ckpt-dcp-"));
+  root = await testdir("ckpt-dcp-");
   expect(PYTHON).toBe("/usr/bin/python3");
   expected = await python(join(import.meta.dirname, "make_dcp_fixture.py"), root);
-  return () => rm(root, { recursive: true, force: true });
 });
 
 describe("DCP .metadata written by pickle (protocols 2, 4, 5)", () => {

@@ -3,8 +3,8 @@ import { copyFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parseSafetensorsMetadata, type SafetensorsFileHeader } from "@huggingface/hub";
 import { openFileByteSource } from "@ckpt/manifest";
-import { localHubFetch, makeTempDir, TORCH_PYTHON } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { localHubFetch, TORCH_PYTHON, testdir } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import {
   openHfDirectory,
   openSafetensors,
@@ -14,11 +14,9 @@ import {
 } from "../../src/index.js";
 
 let root = "";
-let cleanup: () => Promise<void> = async () => {};
 beforeAll(async () => {
-  ({ dir: root, cleanup } = await makeTempDir("ckpt-hub-"));
+  root = await testdir("ckpt-hub-");
 });
-afterAll(() => cleanup());
 
 async function hubHeader(path: string): Promise<SafetensorsFileHeader> {
   const result = await parseSafetensorsMetadata({

@@ -2,6 +2,7 @@
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
+import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, test } from "vitest";
 import { PickleDict } from "../../src/torch/pickle/values.js";
 import { openTorchFile, type TorchFile } from "../../src/torch/reader.js";
@@ -26,9 +27,7 @@ async function open(path: string): Promise<TorchFile> {
 }
 
 beforeAll(async () => {
-  const { mkdtemp } = await import("node:fs/promises");
-  const { tmpdir } = await import("node:os");
-  dir = await mkdtemp(join(tmpdir(), "ckpt-torch-read-"));
+  dir = await testdir("ckpt-torch-read-");
   saved = await python(HELPER, "save", dir);
 });
 

@@ -1,6 +1,7 @@
 // @module-tag torch
 import { copyFile, mkdir, open, readFile, rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { writeSafetensors } from "../../src/safetensors/writer.js";
 import { openTorchFile } from "../../src/torch/reader.js";
@@ -15,11 +16,8 @@ let torchDir = "";
 let expected: Record<string, [number, number, number]> = {};
 
 beforeAll(async () => {
-  const { mkdtemp } = await import("node:fs/promises");
-  const { tmpdir } = await import("node:os");
-  torchDir = await mkdtemp(join(tmpdir(), "ckpt-verify-torch-"));
+  torchDir = await testdir("ckpt-verify-torch-");
   expected = await python(fixtureScript, torchDir);
-  return () => rm(torchDir, { recursive: true, force: true });
 }, PYTHON_TEST_TIMEOUT);
 
 /** Flips one byte of the file at `offset`. */
