@@ -1,7 +1,8 @@
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 // @ts-expect-error plain ESM tool without type declarations
-import { checkUnit, importsOf, readWorkspace } from "../tools/layers.mjs";
+import { checkUnit, importsOf, pictureProblems, readWorkspace } from "../tools/layers.mjs";
 
 type Unit = Parameters<typeof checkUnit>[0];
 
@@ -142,5 +143,35 @@ describe("layer check", () => {
     expect(units.map((u: Unit) => u.dir)).toEqual(expect.arrayContaining(["test", "tools/test-utils"]));
     expect(units.length).toBeGreaterThanOrEqual(13);
     expect(units.flatMap(checkUnit)).toEqual([]);
+  });
+  describe("the picture against the workspace", () => {
+    const root = resolve(import.meta.dirname, "..");
+    const units = readWorkspace(root);
+    const doc = readFileSync(resolve(root, "docs/architecture.md"), "utf8");
+
+    it("holds: every allowed edge is declared and the docs table lists exactly the allowed edges", () => {
+      expect(pictureProblems(units, doc)).toEqual([]);
+    });
+
+    it("names an allowed edge that no package declares", () => {
+      const merge = units.find((u: Unit) => u.name === "@ckpt/merge");
+      const { "@ckpt/tensors": _dropped, ...deps } = merge.deps;
+      const without = units.map((u: Unit) => (u === merge ? { ...u, deps } : u));
+      expect(pictureProblems(without, doc)).toEqual([
+        "tools/layers.mjs: the picture allows merge -> tensors, which packages/merge/package.json does not declare; remove the edge here and in docs/architecture.md",
+      ]);
+    });
+
+    it("names a docs row that differs from tools/layers.mjs, and a missing row", () => {
+      const drifted = doc
+        .replace(
+          "| `merge` | `errors`, `progress`, `manifest`, `tensors` |",
+          "| `merge` | `errors`, `manifest`, `tensors`, `archive-reader` |",
+        )
+        .replace(/^\| `verify` \|.*\n/m, "");
+      const problems = pictureProblems(units, drifted).join("\n");
+      expect(problems).toContain("the row for merge lists errors, manifest, tensors, archive-reader");
+      expect(problems).toContain("the edge table has no row for verify");
+    });
   });
 });

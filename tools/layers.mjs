@@ -12,9 +12,9 @@ export const ALLOWED_EDGES = {
   "object-store": ["errors", "progress"],
   tensors: ["errors", "manifest"],
   "archive-reader": ["errors", "progress", "manifest", "object-store", "tensors"],
-  "archive-publisher": ["errors", "progress", "manifest", "object-store", "tensors", "archive-reader"],
+  "archive-publisher": ["errors", "progress", "manifest", "object-store", "archive-reader"],
   retention: ["errors", "manifest", "object-store", "archive-reader"],
-  merge: ["errors", "progress", "manifest", "tensors", "archive-reader"],
+  merge: ["errors", "progress", "manifest", "tensors"],
   "hf-conversion": ["errors", "progress", "manifest", "object-store", "tensors", "archive-reader"],
   verify: ["errors", "manifest", "tensors", "hf-conversion"],
   "trainer-checkpoint-manager": [
@@ -147,6 +147,48 @@ function unusedEdges(unit) {
         );
     }
   }
+  return problems;
+}
+
+/**
+ * The picture against the workspace, edge for edge: every allowed edge is a dependency its package
+ * declares (an allowed edge nobody uses makes the picture claim more than is there), and the table
+ * in docs/architecture.md lists exactly ALLOWED_EDGES. `units` as from readWorkspace; `doc` the
+ * text of docs/architecture.md.
+ */
+export function pictureProblems(units, doc) {
+  const problems = [];
+  for (const [name, targets] of Object.entries(ALLOWED_EDGES)) {
+    const unit = units.find((u) => u.kind === "package" && u.name === `@ckpt/${name}`);
+    if (unit === undefined) {
+      problems.push(`tools/layers.mjs: ALLOWED_EDGES names ${name}, which is no package under packages/`);
+      continue;
+    }
+    for (const target of targets)
+      if (!(`@ckpt/${target}` in unit.deps))
+        problems.push(
+          `tools/layers.mjs: the picture allows ${name} -> ${target}, which ${unit.dir}/package.json does not declare; remove the edge here and in docs/architecture.md`,
+        );
+  }
+  const table = new Map();
+  const start = doc.indexOf("| package | may depend on |");
+  const section = start < 0 ? "" : doc.slice(start).split(/\n\s*\n/)[0];
+  if (start < 0) problems.push("docs/architecture.md: no edge table (| package | may depend on |)");
+  for (const match of section.matchAll(/^\| `([a-z-]+)` \| (.+?) \|$/gm)) {
+    const targets = match[2] === "—" ? [] : [...match[2].matchAll(/`([a-z-]+)`/g)].map((m) => m[1]);
+    table.set(match[1], targets);
+  }
+  for (const [name, targets] of Object.entries(ALLOWED_EDGES)) {
+    const listed = table.get(name);
+    if (listed === undefined) problems.push(`docs/architecture.md: the edge table has no row for ${name}`);
+    else if ([...listed].sort().join() !== [...targets].sort().join())
+      problems.push(
+        `docs/architecture.md: the row for ${name} lists ${listed.join(", ") || "nothing"}; tools/layers.mjs allows ${targets.join(", ") || "nothing"}`,
+      );
+  }
+  for (const name of table.keys())
+    if (!(name in ALLOWED_EDGES))
+      problems.push(`docs/architecture.md: the edge table lists ${name}, which tools/layers.mjs does not`);
   return problems;
 }
 
