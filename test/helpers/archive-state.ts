@@ -20,10 +20,10 @@ async function readObject(store: ObjectStore, key: string): Promise<Buffer> {
 }
 
 /** What a kill left in the remote archive. */
-export type RemoteLabel = "empty" | "declared" | "uploading" | "committed";
+type RemoteLabel = "empty" | "declared" | "uploading" | "committed";
 
 /** Prefix of the publisher's conditional-create probe objects. */
-export const PROBE_PREFIX = ".posttrain-archive.probe-";
+const PROBE_PREFIX = ".posttrain-archive.probe-";
 
 export interface RemoteCheck {
   readonly label: RemoteLabel;

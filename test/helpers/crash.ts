@@ -177,7 +177,7 @@ export function cli(args: readonly string[], extra: Omit<NodeCommand, "args"> = 
   return { ...extra, args: [CLI_BIN, ...args] };
 }
 
-export interface KillContext {
+interface KillContext {
   readonly seed: number;
   readonly round: number;
   /** 0-based index of this kill in the suite. */
@@ -190,7 +190,7 @@ export interface KillContext {
   readonly result: RunResult;
 }
 
-export interface CompletionContext {
+interface CompletionContext {
   readonly seed: number;
   readonly round: number;
   /** Kills this round had taken before this run. */

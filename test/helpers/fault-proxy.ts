@@ -16,7 +16,7 @@ export type FaultAction =
   | { readonly kind: "stall"; readonly ms: number }
   | { readonly kind: "truncate"; readonly bytes: number };
 
-export type FaultKind = FaultAction["kind"];
+type FaultKind = FaultAction["kind"];
 
 export interface FaultProxyOptions {
   /** The server behind the proxy; only 127.0.0.1 is allowed. */
@@ -30,7 +30,7 @@ export interface FaultProxyOptions {
   readonly maxStallMs?: number;
 }
 
-export interface FaultRecord {
+interface FaultRecord {
   readonly connection: number;
   readonly action: FaultAction;
   /** Bytes the client sent / the server answered through the proxy on this connection. */

@@ -16,9 +16,9 @@ export const PYTHON = TORCH_PYTHON;
  */
 export const TRAINER_BIN =
   process.env.CKPT_TRAINER_BIN_JS ?? join(REPO_ROOT, "apps", "trainer-binding", "dist", "bin.js");
-export const EXAMPLE_TRAINER = join(REPO_ROOT, "apps", "trainer-binding", "examples", "train_mlp.py");
+const EXAMPLE_TRAINER = join(REPO_ROOT, "apps", "trainer-binding", "examples", "train_mlp.py");
 /** The example's default project/group/name. */
-export const RUN_PATH = ["demo", "mlp", "run"] as const;
+const RUN_PATH = ["demo", "mlp", "run"] as const;
 
 export interface TrainOptions {
   readonly outputRoot: string;

@@ -6,7 +6,7 @@ import { versionDefine } from "./tsup.base.ts";
  * The tags that keep a test out of the fast lane (`pnpm test:unit`, i.e. `vitest run --mode unit`):
  * a file says `// @module-tag s3`, a suite or test `{ tags: ["s3"] }`. The normal `test` runs them all.
  */
-export const SLOW_LANE_TAGS = [
+const SLOW_LANE_TAGS = [
   { name: "s3", description: "Talks to a real S3 server (Ceph RGW) through the shared global setup." },
   { name: "torch", description: "Runs PyTorch or numpy through the test interpreter (CKPT_TEST_PYTHON)." },
   { name: "crash", description: "Kills child processes mid-operation and checks what survives." },

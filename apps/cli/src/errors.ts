@@ -1,10 +1,10 @@
 import { CkptError } from "@ckpt/errors";
 
 /** Every code the CLI raises itself (the libraries' errors keep their own codes). */
-export type CliErrorCode = "CLI_USAGE" | "INTERNAL";
+type CliErrorCode = "CLI_USAGE" | "INTERNAL";
 
 /** A bad command line: exit 2. */
-export class UsageError extends CkptError<"CLI_USAGE"> {
+export class UsageError extends CkptError<CliErrorCode> {
   override readonly name = "UsageError";
   constructor(message: string) {
     super("CLI_USAGE", message, { kind: "input" });

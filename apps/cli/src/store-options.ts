@@ -16,7 +16,7 @@ export interface StoreDefaults {
   readonly credentials?: string;
 }
 
-export function configPath(env: NodeJS.ProcessEnv): string {
+function configPath(env: NodeJS.ProcessEnv): string {
   return env.CKPT_CONFIG ?? join(env.HOME ?? homedir(), ".config", "ckpt", "config.json");
 }
 

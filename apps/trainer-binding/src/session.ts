@@ -14,14 +14,14 @@ import type { RequestHandler } from "./protocol/connection.js";
 import { negotiateVersion, OP_NAMES, type OpArgs, type Request } from "./protocol/messages.js";
 
 /** One component on the wire: directories (the `dcp` format) are named without their trailing `/`. */
-export interface WireComponent {
+interface WireComponent {
   readonly name: string;
   readonly path: string;
   readonly kind: "file" | "directory";
 }
 
 /** The manager's targets (directories end in `/`) as wire components, in the manager's order. */
-export function wireComponents(targets: ComponentTargets): WireComponent[] {
+function wireComponents(targets: ComponentTargets): WireComponent[] {
   return Object.entries(targets).map(([name, path]) =>
     path.endsWith("/")
       ? { name, path: path.replace(/\/+$/, ""), kind: "directory" }
@@ -30,7 +30,7 @@ export function wireComponents(targets: ComponentTargets): WireComponent[] {
 }
 
 /** A resume decision as the trainer reads it. */
-export function wireResume(decision: ResumeDecision): Record<string, unknown> {
+function wireResume(decision: ResumeDecision): Record<string, unknown> {
   if (decision.kind === "fresh") {
     return { kind: "fresh", reason: decision.reason, attempt_dir: decision.attemptDir };
   }
@@ -59,7 +59,7 @@ export function wireResume(decision: ResumeDecision): Record<string, unknown> {
   };
 }
 
-export function wireCommit(report: CommitReport): Record<string, unknown> {
+function wireCommit(report: CommitReport): Record<string, unknown> {
   return {
     status: "committed",
     kind: report.kind,
@@ -75,7 +75,7 @@ export function wireCommit(report: CommitReport): Record<string, unknown> {
 }
 
 /** The stop decision: the manager's watch first, then the signals the trainer itself caught. */
-export function wireStop(
+function wireStop(
   watched: StopReason | undefined,
   trainerSignals: readonly string[],
 ): Record<string, unknown> {
@@ -105,7 +105,7 @@ export function wireStop(
 }
 
 /** One log line per manager event, for the sidecar's stderr. */
-export function describeEvent(event: ManagerEvent): string {
+function describeEvent(event: ManagerEvent): string {
   switch (event.type) {
     case "warning":
       return `warning: ${event.message}`;

@@ -159,7 +159,7 @@ async function probePresence(dir: string): Promise<Presence> {
 }
 
 /** Refuses when the directory is already committed (anything at the manifest's name counts). */
-export async function refuseIfCommitted(dir: string): Promise<void> {
+async function refuseIfCommitted(dir: string): Promise<void> {
   if ((await entryKind(join(dir, ARTIFACT_MANIFEST.fileName))) !== "absent") {
     throw new ArchivePublisherError(
       "PUBLISH_ALREADY_COMMITTED",

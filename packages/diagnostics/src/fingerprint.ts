@@ -70,7 +70,7 @@ export interface FingerprintOptions extends HashOptions {
 }
 
 /** True when a fast fingerprint identifies `path` by size only. */
-export function isFastPayload(path: string): boolean {
+function isFastPayload(path: string): boolean {
   return (FAST_FINGERPRINT_EXTENSIONS as readonly string[]).includes(extname(path).toLowerCase());
 }
 

@@ -139,7 +139,7 @@ const STATFS_TYPES: Record<number, string> = {
   4283649346: "cifs",
 };
 
-export interface ProbeFilesystem {
+interface ProbeFilesystem {
   /** As mountinfo names it (`ext4`, `nfs4`, `fuse.s3fs`), or statfs's magic number in hex when unknown. */
   readonly type: string;
   readonly mountPoint: string | undefined;
@@ -170,7 +170,7 @@ async function detectFilesystem(realDir: string): Promise<ProbeFilesystem> {
   };
 }
 
-export type ProbeStepName = "write" | "fsync-file" | "rename" | "fsync-dir" | "read-back" | "cleanup";
+type ProbeStepName = "write" | "fsync-file" | "rename" | "fsync-dir" | "read-back" | "cleanup";
 
 export interface ProbeStep {
   readonly name: ProbeStepName;

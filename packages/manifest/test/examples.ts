@@ -60,7 +60,7 @@ export const dcpArtifactManifest: ArtifactManifest = {
   ],
 };
 
-export const manifestBytes = ARTIFACT_MANIFEST.serialize(artifactManifest);
+const manifestBytes = ARTIFACT_MANIFEST.serialize(artifactManifest);
 const manifestSha = createHash("sha256").update(manifestBytes).digest("hex");
 
 export const archiveDeclaration: ArchiveDeclaration = {
@@ -75,7 +75,7 @@ export const archiveDeclaration: ArchiveDeclaration = {
   ],
 };
 
-export const destination = {
+const destination = {
   scheme: "s3",
   endpoint: "s3.us-east-1.example.com",
   bucket: "checkpoint-experiments",

@@ -1,4 +1,4 @@
-import { mkdir, readFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
   type DType,
@@ -11,14 +11,14 @@ import {
 } from "@ckpt/tensors";
 
 /** A tensor of a test model: shape and one value per element (rounded to the dtype when written). */
-export interface TestTensor {
+interface TestTensor {
   readonly shape: readonly number[];
   readonly values: readonly number[];
   readonly dtype?: DType;
 }
 export type TestModel = Readonly<Record<string, TestTensor>>;
 
-export function bytesOf(t: TestTensor): Uint8Array {
+function bytesOf(t: TestTensor): Uint8Array {
   const dtype = t.dtype ?? "BF16";
   const f32 = Float32Array.from(t.values);
   if (dtype === "F32") return new Uint8Array(f32.buffer);
@@ -78,7 +78,6 @@ export function randomModel(
   );
 }
 
-export const readBytes = (path: string) => readFile(path);
 export const artifactFiles = (iterDir: string) => ({
   model: join(iterDir, "model.pt"),
   manifest: join(iterDir, ".posttrain-checkpoint-artifact.json"),

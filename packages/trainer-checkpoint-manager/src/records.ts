@@ -32,7 +32,7 @@ export const checkpointDescription = recordApi(CHECKPOINT_DESCRIPTION_RECORD);
 export const VALIDATION_STATE_FILE = ".posttrain-validation.json";
 export const VALIDATION_STATE_SCHEMA = "posttrain.validation-transaction.v1";
 
-export const validationStateSchema = z.strictObject({
+const validationStateSchema = z.strictObject({
   schema: z.literal(VALIDATION_STATE_SCHEMA),
   iteration: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   state: z.enum(["evaluation_pending", "publication_pending", "published"]),
@@ -60,7 +60,7 @@ export function validationPublicationName(sequence: number, state: ValidationRec
 export const LEASE_PREFIX = ".posttrain-lease";
 export const LEASE_SCHEMA = "posttrain.writer-lease.v1";
 
-export const leaseSchema = z.strictObject({
+const leaseSchema = z.strictObject({
   schema: z.literal(LEASE_SCHEMA),
   /** Takeovers count up; the highest epoch present is the current lease. */
   epoch: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),

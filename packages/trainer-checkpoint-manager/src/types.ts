@@ -206,5 +206,3 @@ export type ManagerEvent =
       readonly kind: ErrorKind;
       readonly message: string;
     };
-
-export type { ManagerConfig };

@@ -13,7 +13,7 @@ interface DemoArgs {
 const MARK: Record<string, string> = { ok: "ok", skipped: "..", failed: "!!" };
 
 /** The human rendering: one line per step, what resume did about the fault, then the inventory. */
-export function renderDemo(report: DemoReport): string {
+function renderDemo(report: DemoReport): string {
   const lines = report.steps.map((s) => `[${MARK[s.status]}] ${s.title}\n     ${s.summary}`);
   if (report.resume) {
     const d = report.resume.decision;

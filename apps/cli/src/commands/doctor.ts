@@ -16,7 +16,7 @@ interface StorageArgs {
 }
 
 /** The human rendering of a qualification report: the destination, one row per check, a verdict. */
-export function renderQualification(report: QualificationReport): string {
+function renderQualification(report: QualificationReport): string {
   const { endpoint, bucket, prefix } = report.identity;
   const where = `${report.uri} (endpoint ${endpoint}, bucket ${bucket}${prefix === "" ? "" : `, prefix ${prefix}`})`;
   const rows = report.checks.map((c) => [
@@ -34,7 +34,7 @@ export function renderQualification(report: QualificationReport): string {
   return `${where}\n\n${table(["check", "result", "kind", "time", "detail"], rows)}\n\n${verdict}`;
 }
 
-export const doctorStoreCommand: CkptCommand<StoreArgs> = {
+const doctorStoreCommand: CkptCommand<StoreArgs> = {
   command: "store <uri>",
   describe: "Qualify an object store for archives: conditional create, digests, multipart, list, delete",
   builder: (yargs) =>
@@ -67,7 +67,7 @@ export const doctorStoreCommand: CkptCommand<StoreArgs> = {
 };
 
 /** The human rendering of a storage probe: the volume, one row per step, the tier's promise, the verdict. */
-export function renderStorageProbe(
+function renderStorageProbe(
   report: StorageProbeReport,
   verdict: { ok: boolean; reasons: readonly string[] },
   io: Pick<CliIo, "color">,
@@ -94,7 +94,7 @@ export function renderStorageProbe(
   ].join("\n");
 }
 
-export const doctorStorageCommand: CkptCommand<StorageArgs> = {
+const doctorStorageCommand: CkptCommand<StorageArgs> = {
   command: "storage <dir>",
   describe:
     "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, shared-safe or shared-unsafe",

@@ -31,7 +31,7 @@ const bytesOrGrowth = (value: number | null, growth: number) =>
   value === null ? `grows ${formatBytes(growth)}/save` : formatBytes(value);
 
 /** Components, the per-checkpoint total, one row per retention setting, then the assumptions. */
-export function renderEstimate(e: FootprintEstimate): string {
+function renderEstimate(e: FootprintEstimate): string {
   const components = Object.entries(e.components).map(([name, bytes]) => [name, formatBytes(bytes)]);
   const lines = [
     `ESTIMATE (computed from tensor sizes, not measured) for ${e.params.toLocaleString("en-US")} parameters` +

@@ -15,7 +15,7 @@ interface ArtifactWording {
 }
 
 /** A short human summary; the bundle itself is the `--json` report. */
-export function renderEvidence(bundle: EvidenceBundle, wording: ArtifactWording): string {
+function renderEvidence(bundle: EvidenceBundle, wording: ArtifactWording): string {
   const r = bundle.resume;
   const lines = [
     `${bundle.attemptDir}: ${bundle.status}`,

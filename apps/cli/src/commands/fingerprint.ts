@@ -10,7 +10,7 @@ interface FingerprintArgs {
 }
 
 /** The fingerprint on the first line (for `$(...)`), then what it covers. */
-export function renderFingerprint(f: DirectoryFingerprint, withFiles: boolean): string {
+function renderFingerprint(f: DirectoryFingerprint, withFiles: boolean): string {
   const lines = [
     f.fingerprint,
     `${f.schema}, ${f.mode}: ${f.files.length} files, ${formatBytes(f.size)}` +

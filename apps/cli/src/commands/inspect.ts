@@ -9,7 +9,7 @@ interface InspectArgs {
 }
 
 /** The human rendering of an inspect report: a summary line, then one aligned row per tensor. */
-export function renderInspect(report: InspectReport, withHashes: boolean): string {
+function renderInspect(report: InspectReport, withHashes: boolean): string {
   const total = report.tensors.reduce((a, t) => a + t.bytes, 0);
   const header = ["name", "dtype", "shape", "bytes", ...(withHashes ? ["sha256"] : [])];
   const rows = report.tensors.map((t) => [

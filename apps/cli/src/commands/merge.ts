@@ -23,7 +23,7 @@ export function splitExperts(value: string | readonly string[]): string[] {
 }
 
 /** The human rendering of a merge report. */
-export function renderMerge(report: MergeReport): string {
+function renderMerge(report: MergeReport): string {
   const what =
     report.mode === "avg"
       ? `average of ${report.experts.length} experts`

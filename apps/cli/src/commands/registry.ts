@@ -13,7 +13,7 @@ export interface CkptCommand<A = Record<string, unknown>> {
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: each command declares its own argument type
-export type AnyCommand = CkptCommand<any>;
+type AnyCommand = CkptCommand<any>;
 
 /** A command that only groups others (`ckpt artifact publish`, `ckpt store copy`, ...). */
 export interface CkptCommandGroup {

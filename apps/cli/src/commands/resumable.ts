@@ -8,7 +8,7 @@ interface ResumableArgs {
   sha256?: string;
 }
 
-export function renderResumable(r: ResumableReport): string {
+function renderResumable(r: ResumableReport): string {
   const lines = [
     r.resumable ? `yes: ${r.reason}` : `no${r.code === null ? "" : ` (${r.code})`}: ${r.reason}`,
   ];

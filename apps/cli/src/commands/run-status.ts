@@ -22,7 +22,7 @@ function componentList(c: CheckpointStatus): string {
   return names.join(",") || "-";
 }
 
-export function renderRunStatus(r: RunStatusReport): string {
+function renderRunStatus(r: RunStatusReport): string {
   const pointer =
     r.pointer.state === "present"
       ? `iteration ${r.pointer.iteration}`
@@ -81,7 +81,7 @@ export function renderRunStatus(r: RunStatusReport): string {
   return lines.join("\n");
 }
 
-export const runStatusCommand: CkptCommand<RunStatusArgs> = {
+const runStatusCommand: CkptCommand<RunStatusArgs> = {
   command: "status <attempt-dir>",
   describe:
     "A run attempt at a glance: checkpoints, components, sizes, pointer, receipts, pending validation, and what resume would pick and why",

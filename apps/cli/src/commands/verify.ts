@@ -20,7 +20,7 @@ export async function verifyProblemCodes(): Promise<string[]> {
 }
 
 /** A verdict line, then the problems as a table, then what was released and the notes. */
-export function renderVerifyReport(report: VerifyReport, io: Pick<CliIo, "color">): string {
+function renderVerifyReport(report: VerifyReport, io: Pick<CliIo, "color">): string {
   const what = `${report.kind}${report.iteration === null ? "" : ` (iteration ${report.iteration})`}`;
   const hashed =
     report.hashed.files > 0

@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { DemoError } from "./errors.js";
 
 export const DEMO_MARKER_FILE = ".ckpt-demo.json";
-export const DEMO_MARKER_SCHEMA = "ckpt.demo-marker.v1";
+const DEMO_MARKER_SCHEMA = "ckpt.demo-marker.v1";
 /** Everything the demo writes below its directory (besides the marker). */
-export const DEMO_ENTRIES = ["runs", "archive", "stage", "hf-base", "merge", "hf-model"] as const;
+const DEMO_ENTRIES = ["runs", "archive", "stage", "hf-base", "merge", "hf-model"] as const;
 
 async function entriesOf(dir: string): Promise<string[] | undefined> {
   try {

@@ -5,7 +5,7 @@
 import { open, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 
-export const DEMO_FAULTS = ["kill", "torn", "short", "clean"] as const;
+const DEMO_FAULTS = ["kill", "torn", "short", "clean"] as const;
 export type DemoFault = (typeof DEMO_FAULTS)[number];
 
 export interface InjectedFault {

@@ -25,16 +25,16 @@ export const PARAM_SPECS: readonly ParamSpec[] = [
 
 export type Params = Map<string, Float32Array>;
 
-export interface AdamState {
+interface AdamState {
   readonly expAvg: Params;
   readonly expAvgSq: Params;
 }
 
-export const ADAMW = { lr: 3e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01 } as const;
+const ADAMW = { lr: 3e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01 } as const;
 const BATCH = 32;
 
 /** A small deterministic generator (mulberry32): the same numbers for the same seed on every machine. */
-export function rng(seed: number): () => number {
+function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -61,7 +61,7 @@ export function initParams(seed: number): Params {
   return params;
 }
 
-export function zeros(): Params {
+function zeros(): Params {
   return new Map(PARAM_SPECS.map((s) => [s.name, new Float32Array(size(s))]));
 }
 

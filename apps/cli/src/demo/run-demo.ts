@@ -12,11 +12,11 @@ import { initParams, PARAM_SPECS } from "./model.js";
 import type { TrainResult } from "./train.js";
 import type { WorkerOutcome, WorkerSpec } from "./worker.js";
 
-export const DEMO_REPORT_SCHEMA = "ckpt.demo-report.v1";
+const DEMO_REPORT_SCHEMA = "ckpt.demo-report.v1";
 
-export type StepStatus = "ok" | "skipped" | "failed";
+type StepStatus = "ok" | "skipped" | "failed";
 
-export interface DemoStep {
+interface DemoStep {
   readonly id: string;
   readonly title: string;
   status: StepStatus;
@@ -27,7 +27,7 @@ export interface DemoStep {
 }
 
 /** What resume did about the fault: the manager's decision, or its refusal. */
-export interface DemoResume {
+interface DemoResume {
   readonly fault: InjectedFault;
   readonly decision:
     | {
@@ -46,7 +46,7 @@ export interface DemoResume {
   readonly continuedTo?: number;
 }
 
-export interface InventoryRow {
+interface InventoryRow {
   readonly what: string;
   /** Relative to the demo directory. */
   readonly where: string;
@@ -69,7 +69,7 @@ export interface DemoReport {
   wall_ms: number;
 }
 
-export type DemoEvent =
+type DemoEvent =
   | { readonly type: "step"; readonly step: DemoStep; readonly index: number; readonly total: number }
   | { readonly type: "progress"; readonly label: string; readonly done: number; readonly total: number };
 

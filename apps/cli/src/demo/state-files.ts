@@ -34,7 +34,7 @@ const f32Bytes = (values: Float32Array) =>
   new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
 
 /** Writes the model as a bf16 `{"net": state_dict}` torch.save file. */
-export async function writeModelFile(path: string, params: Params): Promise<number> {
+async function writeModelFile(path: string, params: Params): Promise<number> {
   const { f32ToBf16Bytes, writeTorchFile } = await import("@ckpt/tensors");
   const written = await writeTorchFile(path, {
     tree: { net: dict("BF16") },

@@ -29,7 +29,7 @@ export interface TrainOptions {
   readonly onEvent?: (event: TrainEvent) => void;
 }
 
-export type TrainEvent =
+type TrainEvent =
   | { readonly type: "manager"; readonly event: ManagerEvent }
   | { readonly type: "resume"; readonly decision: ResumeDecision }
   | { readonly type: "step"; readonly iteration: number; readonly steps: number; readonly loss: number }
@@ -48,7 +48,7 @@ export interface TrainResult {
 }
 
 /** The manager's configuration knobs (seed 001's table) for a demo run. */
-export function demoConfig(options: Pick<TrainOptions, "saveEvery" | "keepOptimLast" | "keepModelLast">) {
+function demoConfig(options: Pick<TrainOptions, "saveEvery" | "keepOptimLast" | "keepModelLast">) {
   return {
     save_every: options.saveEvery,
     resume: "auto",
@@ -59,7 +59,7 @@ export function demoConfig(options: Pick<TrainOptions, "saveEvery" | "keepOptimL
   };
 }
 
-export async function openDemoManager(
+async function openDemoManager(
   options: Pick<
     TrainOptions,
     "outputRoot" | "name" | "saveEvery" | "keepOptimLast" | "keepModelLast" | "onEvent"

@@ -30,7 +30,7 @@ const nameText = z.string().min(1).max(255);
  * The arguments of every op of protocol v1. Objects are strict: an unknown field is refused
  * rather than ignored, so a misspelled option never silently does nothing.
  */
-export const OP_ARGS = {
+const OP_ARGS = {
   hello: z.strictObject({
     protocol: z.array(z.number().int().positive()).min(1).max(16),
     client: z.string().max(200).optional(),

@@ -90,7 +90,7 @@ export async function listSizes(store: ObjectStore, signal?: AbortSignal): Promi
 }
 
 /** Prefix of the probe objects. */
-export const CONDITIONAL_PROBE_PREFIX = ".posttrain-archive.probe-";
+const CONDITIONAL_PROBE_PREFIX = ".posttrain-archive.probe-";
 /** The whole name of a probe object: the prefix and 16 random hex digits, at the store's root. */
 const PROBE_KEY = /^\.posttrain-archive\.probe-[0-9a-f]{16}$/;
 /** Age after which a leftover probe object is taken as abandoned (a probe lives for seconds). */

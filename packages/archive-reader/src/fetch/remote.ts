@@ -46,7 +46,7 @@ const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes)
  * GETs one record object, refusing it once it passes `MAX_RECORD_BYTES` (64 MiB: the manifest
  * package's cap for every record) without buffering more. `null` when the object does not exist.
  */
-export async function readRemoteRecord(
+async function readRemoteRecord(
   store: ObjectStore,
   key: string,
   signal?: AbortSignal,

@@ -23,7 +23,7 @@ export interface SourceBytes {
  * Bytes of one copy chunk, for the copied tensors the writing thread cannot take as a range of the
  * source file (strided views, compressed storages): large enough to amortise a read.
  */
-export const COPY_CHUNK_BYTES = 4 * 1024 * 1024;
+const COPY_CHUNK_BYTES = 4 * 1024 * 1024;
 
 /**
  * A reusable buffer that grows to the largest request; views start at offset 0 (typed-array
@@ -56,7 +56,7 @@ function lanesView(
  * (laid out as `dg`), transposing when the orientations differ. Both buffers start at a
  * multiple of the element size.
  */
-export function copyPart(
+function copyPart(
   src: Uint8Array,
   sg: ExpertTensorGroup,
   sp: number,

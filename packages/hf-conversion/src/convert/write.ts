@@ -80,7 +80,7 @@ const PROGRESS_BYTES = 64 * 1024 * 1024;
  * The index the output gets: the base's metadata with the output's total size, and the base's
  * weight_map in the base's key order.
  */
-export function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): string {
+function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): string {
   const weightMap: Record<string, string> = {};
   for (const [name, shard] of baseIndex.weightMap) {
     Object.defineProperty(weightMap, name, {

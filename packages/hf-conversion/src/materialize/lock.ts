@@ -5,7 +5,7 @@ import { HfConversionError, refusal } from "../errors.js";
 /** A holder that stopped refreshing its lock this long ago is stale (proper-lockfile's mtime rule). */
 export const LOCK_STALE_MS = 10_000;
 
-export function lockPathFor(out: string): string {
+function lockPathFor(out: string): string {
   return `${out}.lock`;
 }
 

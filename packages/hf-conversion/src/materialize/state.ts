@@ -28,7 +28,7 @@ const RECORD_TEMPORARY = new RegExp(
  * the index's keys, the recorded tensor count, and (when the marker is for this base) every copied
  * sidecar identical to the base's or, for unified templates, to the recorded digests.
  */
-export async function intactProblems(
+async function intactProblems(
   dir: string,
   marker: MaterializedMarker,
   base: BasePreflight,
@@ -67,7 +67,7 @@ export async function intactProblems(
  * record's temporary (a build that had just begun). A garbage, empty-JSON or non-file record
  * makes the tree foreign: it is refused and never replaced or removed.
  */
-export async function ownershipOf(
+async function ownershipOf(
   dir: string,
   names: readonly string[],
 ): Promise<Ownership<MaterializedMarker | undefined>> {

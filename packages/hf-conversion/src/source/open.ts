@@ -8,7 +8,7 @@ import { HfConversionError, quote, refusal } from "../errors.js";
 import type { SourceTensor } from "../plan/mapping.js";
 
 /** The key under which a consolidated checkpoint holds its state dict: `torch.save({"net": sd})`. */
-export const STATE_DICT_KEY = "net";
+const STATE_DICT_KEY = "net";
 /** The model component's file in a consolidated artifact. */
 export const MODEL_FILE = "model.pt";
 

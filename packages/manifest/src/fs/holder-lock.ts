@@ -47,7 +47,7 @@ export type LockOutcome =
   | { readonly status: "aborted" }
   | { readonly status: "failed"; readonly error: unknown };
 
-export function readLockHolder(lockDir: string): LockHolder | undefined {
+function readLockHolder(lockDir: string): LockHolder | undefined {
   try {
     const value = JSON.parse(fs.readFileSync(join(lockDir, LOCK_HOLDER_FILE), "utf8")) as LockHolder;
     return typeof value.pid === "number" && typeof value.host === "string" ? value : undefined;

@@ -3,7 +3,7 @@ import type { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import type { open } from "node:fs/promises";
 
 /** The failures the hashing loop reports as data, mapped to ManifestError codes by the caller. */
-export type HashFailureCode =
+type HashFailureCode =
   | "HASH_READ_FAILED"
   | "HASH_FILE_CHANGED"
   | "HASH_SYMLINK_REFUSED"

@@ -64,7 +64,7 @@ export interface HashTuning {
 export const DEFAULT_TUNING: HashTuning = { workerMinBytes: 64 * 1024 * 1024 };
 
 const MiB = 1024 * 1024;
-export const DEFAULT_CHUNK_SIZE = 4 * MiB;
+const DEFAULT_CHUNK_SIZE = 4 * MiB;
 // Below 64 KiB the per-read overhead dominates; above 256 MiB the buffers alone would be a burden.
 const MIN_CHUNK_SIZE = 64 * 1024;
 const MAX_CHUNK_SIZE = 256 * MiB;

@@ -71,7 +71,7 @@ export async function hashFilesTuned(
 }
 
 /** One file of a directory inventory. */
-export interface DirectoryFileDigest extends FileDigest {
+interface DirectoryFileDigest extends FileDigest {
   /** Relative to the directory, POSIX separators. */
   path: string;
 }
@@ -92,7 +92,7 @@ function compareCodeUnits(a: string, b: string): number {
  * point anywhere), or follow a link to a regular file that stays inside the root and refuse the
  * rest (an escape is `PATH_ESCAPES_ROOT`; a link to a directory could loop).
  */
-export type SymlinkPolicy = "refuse" | "inside";
+type SymlinkPolicy = "refuse" | "inside";
 
 /**
  * Lists the regular files under `root` as files to hash (`hashPlannedFiles`), refusing special

@@ -3,7 +3,7 @@ import { type SourceWorker, startSourceWorker } from "../worker/source-worker.js
 import { type HashJob, type HashOutcome, hashPathSync } from "./core.js";
 
 /** Messages a hashing worker posts back. */
-export type WorkerMessage =
+type WorkerMessage =
   | { type: "bytes"; id: number; bytes: number }
   | { type: "done"; id: number; outcome: HashOutcome };
 

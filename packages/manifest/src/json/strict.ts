@@ -5,9 +5,9 @@ import { ManifestError, type ManifestErrorCode } from "../errors.js";
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 /** Default nesting cap: ckpt records nest fewer than 10 levels; 64 bounds the recursion of a crafted file. */
-export const MAX_JSON_DEPTH = 64;
+const MAX_JSON_DEPTH = 64;
 /** Default text cap (UTF-16 code units): matches the 64 MiB record-file cap; bounds memory and time. */
-export const MAX_JSON_TEXT_LENGTH = 64 * 1024 * 1024;
+const MAX_JSON_TEXT_LENGTH = 64 * 1024 * 1024;
 /** Hard ceiling on a caller-chosen depth: the parser recurses once per level, so stay far below the stack limit. */
 const MAX_ALLOWED_DEPTH = 1000;
 

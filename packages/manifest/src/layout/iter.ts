@@ -1,9 +1,9 @@
 import { truncateForMessage } from "@ckpt/errors";
 import { ManifestError } from "../errors.js";
 
-export const ITER_DIR_PREFIX = "iter_";
+const ITER_DIR_PREFIX = "iter_";
 /** Digits written in a new iteration directory name (`iter_000000100`). */
-export const ITER_DIR_DIGITS = 9;
+const ITER_DIR_DIGITS = 9;
 /** Most digits parsed: 16 covers every safe integer; more cannot name an exact iteration. */
 const MAX_ITER_DIGITS = 16;
 const ITER_DIR_PATTERN = new RegExp(`^${ITER_DIR_PREFIX}([0-9]{1,${MAX_ITER_DIGITS}})$`);

@@ -33,7 +33,7 @@ function requireSegment(value: string, what: string): void {
 }
 
 /** `<project>/<group>/<name>/<run_ts>`, validated segment by segment. Pure. */
-export function runAttemptPrefix(run: RunAttempt): string {
+function runAttemptPrefix(run: RunAttempt): string {
   requireSegment(run.project, "project");
   requireSegment(run.group, "group");
   requireSegment(run.name, "name");

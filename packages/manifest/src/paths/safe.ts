@@ -4,9 +4,9 @@ import { dirname, join, relative, resolve, sep } from "node:path";
 import { ManifestError, type ManifestErrorCode } from "../errors.js";
 
 /** Longest relative path accepted, in UTF-8 bytes: Linux PATH_MAX; longer names cannot be opened anyway. */
-export const MAX_RELATIVE_PATH_BYTES = 4096;
+const MAX_RELATIVE_PATH_BYTES = 4096;
 /** Longest single segment, in UTF-8 bytes: the usual NAME_MAX of Linux file systems. */
-export const MAX_PATH_SEGMENT_BYTES = 255;
+const MAX_PATH_SEGMENT_BYTES = 255;
 
 /** Why a string is not a safe relative POSIX path: a stable code and a sentence. */
 export interface PathProblem {

@@ -15,7 +15,7 @@ export const ARCHIVE_DECLARATION_VERSION = "posttrain.artifact-archive.v1";
 /** Files that describe an archive and therefore can never be among the files it declares. */
 const NEVER_DECLARED: ReadonlySet<string> = new Set([ARCHIVE_DECLARATION_FILE, UPLOADED_MARKER_FILE]);
 
-export const archiveDeclarationSchema = z
+const archiveDeclarationSchema = z
   .strictObject({
     schema: z.literal(ARCHIVE_DECLARATION_VERSION),
     /** SHA-256 and size of the native manifest's bytes, the completion record uploaded last. */

@@ -66,20 +66,15 @@ const physicalDirectorySchema = z.strictObject({
   files: inventorySchema(sizedFileEntrySchema).min(1),
 });
 
-export const physicalComponentSchema = z.discriminatedUnion("kind", [
-  physicalFileSchema,
-  physicalDirectorySchema,
-]);
+const physicalComponentSchema = z.discriminatedUnion("kind", [physicalFileSchema, physicalDirectorySchema]);
 export type PhysicalComponent = z.infer<typeof physicalComponentSchema>;
-export type PhysicalFileComponent = z.infer<typeof physicalFileSchema>;
-export type PhysicalDirectoryComponent = z.infer<typeof physicalDirectorySchema>;
 
 /** The path a physical component must have: `<name>.pt` for a file, `<name>` for a directory. */
 export function physicalComponentPath(name: PhysicalComponentName, kind: "file" | "dir"): string {
   return kind === "file" ? `${name}.pt` : name;
 }
 
-export const artifactManifestSchema = z
+const artifactManifestSchema = z
   .strictObject({
     schema: z.literal(ARTIFACT_MANIFEST_VERSION),
     iteration: iterationSchema,

@@ -11,13 +11,13 @@ import { pathProblem } from "../paths/safe.js";
 /** Largest record file read: real records are kilobytes (a DCP inventory a few MiB); 64 MiB bounds memory. */
 export const MAX_RECORD_BYTES = 64 * 1024 * 1024;
 /** Most entries in one inventory: a DCP component on thousands of ranks stays far below this. */
-export const MAX_INVENTORY_ENTRIES = 200_000;
+const MAX_INVENTORY_ENTRIES = 200_000;
 /** Longest free-text field (a URI, a source label, a tool version). */
-export const MAX_TEXT_LENGTH = 4096;
+const MAX_TEXT_LENGTH = 4096;
 /** Largest iteration number: any value JavaScript and JSON both hold exactly. */
-export const MAX_ITERATION = Number.MAX_SAFE_INTEGER;
+const MAX_ITERATION = Number.MAX_SAFE_INTEGER;
 /** Largest byte size: the exact-integer limit of a JSON number as JavaScript reads it (8 PiB). */
-export const MAX_FILE_SIZE = Number.MAX_SAFE_INTEGER;
+const MAX_FILE_SIZE = Number.MAX_SAFE_INTEGER;
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks shared by every record schema.
@@ -122,7 +122,7 @@ export interface RecordSchema<T> {
   readonly normalize?: (value: T) => T;
 }
 
-export type ValidationResult<T> = { ok: true; value: T } | { ok: false; error: ManifestError };
+type ValidationResult<T> = { ok: true; value: T } | { ok: false; error: ManifestError };
 
 type RecordLabel = Pick<RecordSchema<unknown>, "title" | "fileName">;
 
@@ -196,7 +196,7 @@ function issueToError(spec: RecordLabel, name: string, issue: z.core.$ZodIssue):
  * Checks a parsed JSON value against a record schema. The version field is checked first, so a
  * record of an unknown version is refused as such rather than as a pile of shape errors. Pure.
  */
-export function validateRecord<T>(spec: RecordSchema<T>, json: unknown, name: string): ValidationResult<T> {
+function validateRecord<T>(spec: RecordSchema<T>, json: unknown, name: string): ValidationResult<T> {
   if (json === null || typeof json !== "object" || Array.isArray(json)) {
     return {
       ok: false,
@@ -248,7 +248,7 @@ export function decodeUtf8(bytes: Uint8Array, name: string): string {
 }
 
 /** Parses and validates record bytes; throws a ManifestError naming `name` on any problem. */
-export function parseRecordBytes<T>(spec: RecordSchema<T>, bytes: Uint8Array, name: string): T {
+function parseRecordBytes<T>(spec: RecordSchema<T>, bytes: Uint8Array, name: string): T {
   if (bytes.byteLength > MAX_RECORD_BYTES) throw tooLarge(name, bytes.byteLength);
   const json: JsonValue = parseStrictJson(decodeUtf8(bytes, name), { name });
   const result = validateRecord(spec, json, name);
@@ -322,7 +322,7 @@ export async function readBoundedFile(
 }
 
 /** Reads, parses and validates a record file; errors name `path`. */
-export async function readRecordFile<T>(path: string, spec: RecordSchema<T>): Promise<T> {
+async function readRecordFile<T>(path: string, spec: RecordSchema<T>): Promise<T> {
   const bytes = await readBoundedFile(path);
   return parseRecordBytes(spec, bytes, path);
 }
@@ -346,7 +346,7 @@ export function serializeRecord<T>(
  * Validates `value` and writes its canonical bytes atomically (temporary, fsync, rename,
  * directory fsync), so a reader sees the old record or the new one, never a torn one.
  */
-export async function writeRecordFile<T>(path: string, spec: RecordSchema<T>, value: T): Promise<void> {
+async function writeRecordFile<T>(path: string, spec: RecordSchema<T>, value: T): Promise<void> {
   await writeFileAtomic(path, serializeRecord(spec, value, path));
 }
 

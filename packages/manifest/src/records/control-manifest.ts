@@ -9,7 +9,7 @@ export const DCP_COMPONENTS = ["model", "optim", "old", "ref"] as const;
 export type DcpComponent = (typeof DCP_COMPONENTS)[number];
 
 /** A control generation id: one path segment, so it can name `.posttrain/generations/<id>/`. */
-export const generationIdSchema = z.string().superRefine((value, ctx) => {
+const generationIdSchema = z.string().superRefine((value, ctx) => {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(value)) {
     codedIssue(
       ctx,
@@ -24,7 +24,7 @@ export function controlGenerationDir(generation: string): string {
   return `.posttrain/generations/${generation}`;
 }
 
-export const controlManifestSchema = z
+const controlManifestSchema = z
   .strictObject({
     schema: z.literal(CONTROL_MANIFEST_VERSION),
     iteration: iterationSchema,

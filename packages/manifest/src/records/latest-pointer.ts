@@ -5,7 +5,7 @@ import { decodeUtf8, readBoundedFile } from "./common.js";
 import { LATEST_CHECKPOINT_FILE } from "./names.js";
 
 /** Largest pointer file read: it holds one short directory name. */
-export const MAX_LATEST_POINTER_BYTES = 1024;
+const MAX_LATEST_POINTER_BYTES = 1024;
 
 /** What `latest_checkpoint.txt` points at: the iteration directory name and its number. */
 export interface LatestPointer {

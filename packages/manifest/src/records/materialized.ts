@@ -15,12 +15,12 @@ export const OVERLAY_SOURCE_VERSION = "posttrain.overlay-source.v1";
 /** The conversion this library's materializer implements; older outputs must be rebuilt. */
 export const CURRENT_CONVERSION_VERSION = "materialize_model_pt_to_hf/3";
 /** Longest recorded chat-template diff: one hunk of a template is kilobytes. */
-export const MAX_TEMPLATE_DIFF_LENGTH = 256 * 1024;
+const MAX_TEMPLATE_DIFF_LENGTH = 256 * 1024;
 /** Most tensors counted in one export: large MoE checkpoints hold ~1e5; this bounds a crafted record. */
-export const MAX_TENSOR_COUNT = 100_000_000;
+const MAX_TENSOR_COUNT = 100_000_000;
 
 /** Options that change the bytes of the output, and so are part of its identity. */
-export const materializeOptionsSchema = z.strictObject({
+const materializeOptionsSchema = z.strictObject({
   unified_chat_template: z.boolean(),
 });
 export type MaterializeOptions = z.infer<typeof materializeOptionsSchema>;
@@ -35,7 +35,7 @@ const requestShape = {
   options: materializeOptionsSchema,
 };
 
-export const chatTemplateRecordSchema = z.strictObject({
+const chatTemplateRecordSchema = z.strictObject({
   /** Digest of the base processor's template text, the canonical form written into both files. */
   processor_template_sha256: sha256Schema,
   /** The shipped digest of each rewritten template file of the output. */
@@ -43,9 +43,8 @@ export const chatTemplateRecordSchema = z.strictObject({
   /** The one-hunk unified diff between the base template and the written one. */
   diff: z.string().max(MAX_TEMPLATE_DIFF_LENGTH),
 });
-export type ChatTemplateRecord = z.infer<typeof chatTemplateRecordSchema>;
 
-export const materializedMarkerSchema = z.strictObject({
+const materializedMarkerSchema = z.strictObject({
   schema: z.literal(MATERIALIZED_MARKER_VERSION),
   ...requestShape,
   /** The safetensors shards and their index, relative to the output directory. */
@@ -73,7 +72,7 @@ export const MATERIALIZED_MARKER = recordApi<MaterializedMarker, typeof MATERIAL
   }),
 });
 
-export const overlaySourceSchema = z.strictObject({
+const overlaySourceSchema = z.strictObject({
   schema: z.literal(OVERLAY_SOURCE_VERSION),
   ...requestShape,
   /**

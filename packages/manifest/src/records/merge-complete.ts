@@ -41,7 +41,7 @@ export const baseIdentitySchema = z.strictObject({
 });
 export type BaseIdentity = z.infer<typeof baseIdentitySchema>;
 
-export const mergeRequestSchema = z
+const mergeRequestSchema = z
   .strictObject({
     /** `avg`: uniform average of the experts; `tv`: task-vector sum onto the base, scaled by lam. */
     mode: z.enum(["avg", "tv"]),
@@ -63,7 +63,7 @@ export const mergeRequestSchema = z
   });
 export type MergeRequest = z.infer<typeof mergeRequestSchema>;
 
-export const mergeDiagnosticsSchema = z.discriminatedUnion("location", [
+const mergeDiagnosticsSchema = z.discriminatedUnion("location", [
   /** Inside the artifact directory: archived with it. */
   z.strictObject({
     location: z.literal("artifact"),
@@ -74,9 +74,8 @@ export const mergeDiagnosticsSchema = z.discriminatedUnion("location", [
   /** Elsewhere: recorded for the operator, never archived or opened through this record. */
   z.strictObject({ location: z.literal("external"), source: textSchema() }),
 ]);
-export type MergeDiagnostics = z.infer<typeof mergeDiagnosticsSchema>;
 
-export const mergeCompleteSchema = z.strictObject({
+const mergeCompleteSchema = z.strictObject({
   schema: z.literal(MERGE_COMPLETE_VERSION),
   tool_version: toolVersionSchema,
   request: mergeRequestSchema,

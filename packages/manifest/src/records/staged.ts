@@ -15,7 +15,7 @@ import { STAGED_RECORD_FILE } from "./names.js";
 export const STAGED_RECORD_VERSION = "posttrain.staged-fetch.v1";
 
 /** The archive a staged directory was fetched from. */
-export const stagedSourceSchema = z.strictObject({
+const stagedSourceSchema = z.strictObject({
   /** The artifact URI as requested, e.g. `s3://bucket/run/checkpoint_artifacts/iter_000000300`. */
   uri: textSchema().superRefine((value, ctx) => {
     if (/^[a-z][a-z0-9+.-]*:\/\/[^/]*@/i.test(value)) {
@@ -30,7 +30,7 @@ export const stagedSourceSchema = z.strictObject({
 });
 export type StagedSource = z.infer<typeof stagedSourceSchema>;
 
-export const stagedRecordSchema = z.strictObject({
+const stagedRecordSchema = z.strictObject({
   schema: z.literal(STAGED_RECORD_VERSION),
   source: stagedSourceSchema,
   iteration: iterationSchema,

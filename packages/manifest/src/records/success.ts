@@ -4,11 +4,11 @@ import { MULTI_ROLE_SUCCESS_FILE } from "./names.js";
 
 export const MULTI_ROLE_SUCCESS_VERSION = "posttrain.multi-role-boundary.v1";
 /** Most roles in one boundary: PPO has two (policy, critic); this bounds a crafted marker. */
-export const MAX_ROLES = 64;
+const MAX_ROLES = 64;
 /** Most loop_state entries: loops store a handful of settings there. */
-export const MAX_LOOP_STATE_ENTRIES = 256;
+const MAX_LOOP_STATE_ENTRIES = 256;
 /** Longest loop_state key or string value. */
-export const MAX_LOOP_STATE_TEXT = 4096;
+const MAX_LOOP_STATE_TEXT = 4096;
 
 /** A role name is also its sub-directory name, so it is one safe path segment. */
 const roleNameSchema = z.string().superRefine((value, ctx) => {
@@ -17,13 +17,13 @@ const roleNameSchema = z.string().superRefine((value, ctx) => {
   }
 });
 
-export const roleCommitSchema = z.strictObject({
+const roleCommitSchema = z.strictObject({
   /** The optimizer counter this role committed at the boundary. */
   optimizer_step: iterationSchema,
 });
 
 /** A JSON scalar a loop stores verbatim in loop_state. */
-export const loopStateValueSchema = z.union([
+const loopStateValueSchema = z.union([
   z.string().max(MAX_LOOP_STATE_TEXT),
   z.number(),
   z.boolean(),
@@ -31,7 +31,7 @@ export const loopStateValueSchema = z.union([
 ]);
 export type LoopStateValue = z.infer<typeof loopStateValueSchema>;
 
-export const multiRoleSuccessSchema = z
+const multiRoleSuccessSchema = z
   .strictObject({
     schema: z.literal(MULTI_ROLE_SUCCESS_VERSION),
     /** The loop's outer iteration (the iter_* number), not any role's optimizer counter. */

@@ -17,9 +17,9 @@ import { UPLOADED_MARKER_FILE } from "./names.js";
 
 const UPLOADED_MARKER_VERSION = "posttrain.archive-marker.v1";
 /** Longest legacy one-line marker accepted; the old writers put a URI or a timestamp there. */
-export const MAX_LEGACY_MARKER_BYTES = 4096;
+const MAX_LEGACY_MARKER_BYTES = 4096;
 
-export const uploadedMarkerSchema = z
+const uploadedMarkerSchema = z
   .strictObject({
     schema: z.literal(UPLOADED_MARKER_VERSION),
     /** `artifact`: a checkpoint_artifacts/iter_* archive; `full_checkpoint`: a checkpoints/iter_* upload. */

@@ -15,7 +15,7 @@ export interface InputDigests {
  * index and every safetensors shard) with their sizes and digests. Sidecars (config, tokenizer)
  * do not enter a merge and are not part of it.
  */
-export function fingerprintOf(dir: string, files: readonly { path: string; digest: FileDigest }[]): string {
+function fingerprintOf(dir: string, files: readonly { path: string; digest: FileDigest }[]): string {
   const entries = files
     .map((f) => ({ path: relative(dir, f.path), size: f.digest.size, sha256: f.digest.sha256 }))
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));

@@ -7,12 +7,12 @@ import type { PutBody, PutOptions } from "../types.js";
 import type { PartLease } from "./parts.js";
 
 /** Default size above which a put goes multipart (resumable on GCS). */
-export const DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024;
+const DEFAULT_MULTIPART_THRESHOLD = 64 * 1024 * 1024;
 /** Default part size; S3 requires at least 5 MiB for every part but the last. */
 export const DEFAULT_PART_SIZE = 16 * 1024 * 1024;
-export const MIN_PART_SIZE = 5 * 1024 * 1024;
+const MIN_PART_SIZE = 5 * 1024 * 1024;
 /** S3's limit on the number of parts of one upload. */
-export const MAX_PARTS = 10_000;
+const MAX_PARTS = 10_000;
 export const DEFAULT_CONCURRENCY = 4;
 
 /** Whether a put of `size` bytes goes multipart (above the caller's or the default threshold). */
@@ -58,7 +58,7 @@ export async function openBody(subject: string, body: PutBody): Promise<{ stream
 }
 
 /** The error for a body whose byte count differs from what it declared. */
-export function sizeMismatch(subject: string, got: number, declared: number): ObjectStoreError {
+function sizeMismatch(subject: string, got: number, declared: number): ObjectStoreError {
   return new ObjectStoreError(
     "STORE_INTEGRITY",
     `put ${subject}: the body delivered ${got} bytes but declared ${declared}. Was the source changed while it was read?`,

@@ -18,7 +18,7 @@ export function noSuchObject(subject: string, store?: string): ObjectStoreError 
 }
 
 /** Throws `STORE_INVALID_RANGE` for negative or non-integer bounds and for `end < start`. Pure. */
-export function validateRange(subject: string, range: Range): void {
+function validateRange(subject: string, range: Range): void {
   if (range === undefined) return;
   const { start, end } = range;
   if (!Number.isSafeInteger(start) || start < 0) {
@@ -75,7 +75,7 @@ export async function remoteGet(
  * bytes had arrived, instead of a bare errno the caller cannot classify. A consumer that stops
  * reading early (destroying the returned stream) releases the connection.
  */
-export function codedBody(subject: string, body: Readable): Readable {
+function codedBody(subject: string, body: Readable): Readable {
   let received = 0;
   const out = new PassThrough();
   body.on("data", (chunk: Uint8Array) => {

@@ -8,7 +8,7 @@ import type { WireTarget } from "./wire.js";
 import { infoMetadata } from "../internal/put-options.js";
 
 /** The SDK module and this store's client, created on first use. */
-export interface Sdk {
+interface Sdk {
   readonly sdk: S3Sdk;
   readonly client: S3Client;
 }

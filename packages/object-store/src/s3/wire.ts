@@ -55,7 +55,7 @@ export interface WireResponse {
 }
 
 /** A non-2xx answer, shaped like an SDK service error so the shared error mapping reads it. */
-export class WireResponseError extends Error {
+class WireResponseError extends Error {
   override readonly name: string;
   readonly $metadata: { readonly httpStatusCode: number };
 

@@ -10,9 +10,9 @@ import { truncateForMessage } from "../torch/text.js";
 import { TORCH_DTYPE_NAMES } from "../torch/torch-types.js";
 
 /** The file torch.distributed.checkpoint writes next to its shards. */
-export const DCP_METADATA_FILE = ".metadata";
+const DCP_METADATA_FILE = ".metadata";
 /** Dimensions of one DCP tensor (same bound as torch tensors). */
-export const MAX_DCP_TENSOR_DIMS = 64;
+const MAX_DCP_TENSOR_DIMS = 64;
 
 /** One stored piece: which file, where, how long. */
 export interface DcpStorageInfo {

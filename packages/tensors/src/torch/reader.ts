@@ -9,13 +9,13 @@ import { truncateForMessage } from "./text.js";
 import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.js";
 
 /** Depth of nested containers walked when naming tensors; real checkpoints nest < 10. */
-export const MAX_TREE_DEPTH = 256;
+const MAX_TREE_DEPTH = 256;
 /** Containers visited when naming tensors (real files: about one per module); a shared sub-list referenced twice per level would explode. */
-export const MAX_TREE_NODES = 2_000_000;
+const MAX_TREE_NODES = 2_000_000;
 /** `version` and `byteorder` records are a few bytes. */
-export const MAX_SMALL_RECORD_BYTES = 64;
+const MAX_SMALL_RECORD_BYTES = 64;
 /** torch writes format version 3; versions 1..MAX_TORCH_FORMAT_VERSION use the same layout. */
-export const MAX_TORCH_FORMAT_VERSION = 10;
+const MAX_TORCH_FORMAT_VERSION = 10;
 
 /** The first bytes of the legacy (pre-1.6, `_use_new_zipfile_serialization=False`) format: PROTO 2, LONG1 magic. */
 const LEGACY_MAGIC = Uint8Array.from([

@@ -8,7 +8,7 @@ import { truncateForMessage } from "./text.js";
 import { TorchStorageRef } from "./torch-tensor.js";
 
 /** Storage keys are decimal counters in torch.save; longer or path-like keys are refused. */
-export const MAX_STORAGE_KEY_CHARS = 128;
+const MAX_STORAGE_KEY_CHARS = 128;
 const STORAGE_KEY = /^[A-Za-z0-9_-][A-Za-z0-9_.-]*$/;
 
 function isIndex(value: unknown): value is number {

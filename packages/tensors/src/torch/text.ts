@@ -1,7 +1,7 @@
 import { truncateForMessage as truncate } from "@ckpt/errors";
 
 /** Longest piece of untrusted text quoted in an error message. */
-export const MAX_QUOTED_CHARS = 80;
+const MAX_QUOTED_CHARS = 80;
 
 /** Quotes untrusted text for a message: JSON-escaped and cut to MAX_QUOTED_CHARS. */
 export function truncateForMessage(value: string): string {

@@ -43,22 +43,3 @@ export const TORCH_DTYPE_NAMES: Readonly<Record<string, DType>> = {
 export const DTYPE_STORAGE_CLASSES: Readonly<Partial<Record<DType, string>>> = Object.fromEntries(
   Object.entries(STORAGE_CLASS_DTYPES).map(([cls, dtype]) => [dtype, cls]),
 );
-
-/** The torch dtype global for each element type (the canonical name, for writers). */
-export const DTYPE_TORCH_NAMES: Readonly<Record<DType, string>> = {
-  BF16: "bfloat16",
-  F16: "float16",
-  F32: "float32",
-  F64: "float64",
-  I64: "int64",
-  I32: "int32",
-  I16: "int16",
-  I8: "int8",
-  U8: "uint8",
-  BOOL: "bool",
-  U16: "uint16",
-  U32: "uint32",
-  U64: "uint64",
-  F8_E4M3: "float8_e4m3fn",
-  F8_E5M2: "float8_e5m2",
-};

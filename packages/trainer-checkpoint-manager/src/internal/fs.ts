@@ -1,9 +1,7 @@
 import { rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { fsyncDirectory, type PathKind, pathKind, renameDurably } from "@ckpt/manifest";
+import { fsyncDirectory, pathKind, renameDurably } from "@ckpt/manifest";
 import { DELETING_SUFFIX } from "@ckpt/retention";
-
-export type EntryKind = PathKind;
 
 /** What a path is, without following a symbolic link (@ckpt/manifest's one classifier). */
 export const entryKind = pathKind;

@@ -3,9 +3,9 @@ import { describeLockHolder, type HeldLock, lockDirectory } from "@ckpt/manifest
 import { ManagerError, messageOf } from "../errors.js";
 
 /** The lock directory inside a run attempt; only rank 0's manager writes there while it holds it. */
-export const WRITER_LOCK_DIR = ".ckpt-writer.lock";
+const WRITER_LOCK_DIR = ".ckpt-writer.lock";
 /** A holder on another host that stopped refreshing the lock's mtime this long ago is stale. */
-export const WRITER_LOCK_STALE_MS = 10_000;
+const WRITER_LOCK_STALE_MS = 10_000;
 /** How often a second writer looks again while it waits for the holder to go away. */
 const POLL_MS = 200;
 

@@ -69,7 +69,7 @@ async function withTorchRoot<T>(
 }
 
 /** Reads `optimizer_step` / `iter` from the top level of a torch.save dict; they must agree when both exist. */
-export async function readTrainerIteration(path: string): Promise<{ iteration?: number; problem?: string }> {
+async function readTrainerIteration(path: string): Promise<{ iteration?: number; problem?: string }> {
   const read = await withTorchRoot(path, (root): { iteration?: number; problem?: string } => {
     if (!(root instanceof PickleDict)) return { problem: `${path} does not hold a dict at its top level` };
     const field = (key: string): number | undefined => {
@@ -109,7 +109,7 @@ async function verifyUndescribedPayload(components: ComponentTargets): Promise<s
 }
 
 /** Whether a path lies in an attempt's `checkpoint_artifacts/iter_*` tree. Pure. */
-export function isArtifactPath(path: string): boolean {
+function isArtifactPath(path: string): boolean {
   const segments = path.split(sep).filter((s) => s !== "");
   return segments.some(
     (s, i) =>

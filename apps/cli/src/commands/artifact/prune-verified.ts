@@ -11,7 +11,7 @@ interface PruneArgs {
 }
 
 /** One row per path (removed or kept with its code), then a one-line summary. */
-export function renderPrune(report: PruneReport): string {
+function renderPrune(report: PruneReport): string {
   const rows = [
     ...report.removed.map((r) => [r.path, "removed", formatBytes(r.bytes), r.files.join(", ")]),
     ...report.kept.map((k) => [k.path, k.code, "-", k.reason]),

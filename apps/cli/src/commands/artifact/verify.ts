@@ -9,7 +9,7 @@ interface VerifyArgs {
 }
 
 /** One line for a sound archive; otherwise a table naming every object that failed. */
-export function renderVerify(report: VerifyReport, uri: string): string {
+function renderVerify(report: VerifyReport, uri: string): string {
   const count = report.objects.length === 1 ? "1 object" : `${report.objects.length} objects`;
   if (report.ok) return `verified ${count} at ${uri}: every recorded object is live with its size and sha256`;
   const rows = report.problems.map((p) => [p.path, p.status, p.message.slice(p.path.length + 2)]);

@@ -6,7 +6,7 @@ import { type AllowList, type GlobalHandler, type Refuse, VALUE } from "./allow-
 import { PickleDict, type PickleGlobal, PickleTuple } from "./values.js";
 
 /** Dimensions of one tensor: torch itself caps at 64 (c10 SmallVector sizes, MAX_DIMS in TensorIterator is 25). */
-export const MAX_TENSOR_DIMS = 64;
+const MAX_TENSOR_DIMS = 64;
 
 function isIndex(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;

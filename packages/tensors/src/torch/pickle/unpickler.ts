@@ -5,17 +5,17 @@ import { PickleDict, PickleGlobal, PickleObject, PickleSet, PickleTuple } from "
 /** Largest pickle accepted: a torch data.pkl for 100k tensors is a few MB; bounds memory. */
 export const MAX_PICKLE_BYTES = 256 * 1024 * 1024;
 /** Opcodes executed per pickle: ~30 per tensor in torch.save output; bounds time on crafted loops of GETs. */
-export const MAX_PICKLE_OPS = 50_000_000;
+const MAX_PICKLE_OPS = 50_000_000;
 /** Memo entries: torch.save memoizes ~15 values per tensor; bounds the memo table. */
-export const MAX_MEMO_ENTRIES = 10_000_000;
+const MAX_MEMO_ENTRIES = 10_000_000;
 /** Values on the stack at once: pickle batches SETITEMS/APPENDS by 1000, so real stacks stay small. */
-export const MAX_STACK_ITEMS = 1_000_000;
+const MAX_STACK_ITEMS = 1_000_000;
 /** Open MARKs at once (tuple/list/dict nesting while building); Python's own recursion limit is ~1000. */
-export const MAX_MARK_DEPTH = 1000;
+const MAX_MARK_DEPTH = 1000;
 /** Items in one list, dict, tuple or set: DCP storage_data holds tensors × shards entries. */
-export const MAX_CONTAINER_ITEMS = 20_000_000;
+const MAX_CONTAINER_ITEMS = 20_000_000;
 /** Highest pickle protocol understood (Python 3.8+ writes up to 5). */
-export const MAX_PICKLE_PROTOCOL = 5;
+const MAX_PICKLE_PROTOCOL = 5;
 
 /** What a caller allows: which globals exist, what calling them builds, how persistent ids load. */
 export interface UnpicklePolicy {

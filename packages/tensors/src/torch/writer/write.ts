@@ -41,7 +41,7 @@ export interface WriteTorchFileResult {
 }
 
 /** Deepest tree the writer walks (the reader's limit is larger, so what is written can be read). */
-export const MAX_WRITE_TREE_DEPTH = 128;
+const MAX_WRITE_TREE_DEPTH = 128;
 
 function isTensorDesc(value: TorchTreeValue): value is TorchTensorDesc {
   return typeof value === "object" && value !== null && Array.isArray((value as TorchTensorDesc).shape);

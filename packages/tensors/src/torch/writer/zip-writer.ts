@@ -3,7 +3,7 @@ import { crc32 } from "node:zlib";
 import { writeFully } from "@ckpt/manifest";
 
 /** torch aligns every member's data to 64 bytes so storages can be mapped in place. */
-export const MEMBER_ALIGNMENT = 64;
+const MEMBER_ALIGNMENT = 64;
 /** Extra-field id torch uses for alignment padding ("FB"). */
 const PADDING_EXTRA_ID = 0x4246;
 const U32_MAX = 0xffffffff;

@@ -5,17 +5,17 @@ import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
 
 /** Classic EOCD is 22 bytes plus a comment of at most 65535: the end search never reads more. */
-export const MAX_EOCD_SEARCH_BYTES = 22 + 0xffff;
+const MAX_EOCD_SEARCH_BYTES = 22 + 0xffff;
 /** Members in one archive: torch writes one per storage (a 70B model has ~1k); bounds the table. */
-export const MAX_ZIP_ENTRIES = 1_000_000;
+const MAX_ZIP_ENTRIES = 1_000_000;
 /** Central directory bytes read into memory at once; 1M entries of ~80 bytes fit. */
-export const MAX_CENTRAL_DIRECTORY_BYTES = 128 * 1024 * 1024;
+const MAX_CENTRAL_DIRECTORY_BYTES = 128 * 1024 * 1024;
 /** Member name length: torch names are `<prefix>/data/<key>`; zip allows 65535, we allow a path's worth. */
-export const MAX_MEMBER_NAME_BYTES = 4096;
+const MAX_MEMBER_NAME_BYTES = 4096;
 /** A deflate stream cannot expand more than ~1032:1; a declared ratio above that is a bomb or a lie. */
-export const MAX_DEFLATE_RATIO = 1032;
+const MAX_DEFLATE_RATIO = 1032;
 /** Largest member inflated into memory (Node buffers stop at 2 GiB - 1 on some builds; torch never deflates). */
-export const MAX_INFLATED_MEMBER_BYTES = 2 ** 31 - 1;
+const MAX_INFLATED_MEMBER_BYTES = 2 ** 31 - 1;
 
 const inflateRawAsync = promisify(inflateRaw);
 const nameDecoder = new TextDecoder("utf-8", { fatal: true });
