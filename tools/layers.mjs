@@ -235,6 +235,15 @@ export function readWorkspace(root) {
         units.push(readUnit(root, `${folder}/${name}`, kind));
     }
   }
-  units.push(readUnit(root, "test", "tests"), readUnit(root, "tools/test-utils", "test-utils"));
+  // The integration tests also run the code examples of docs/*.md (test/docs/examples.test.ts),
+  // which resolve their imports from test/: each page counts as one of its sources.
+  const tests = readUnit(root, "test", "tests");
+  for (const name of readdirSync(join(root, "docs")).filter((n) => n.endsWith(".md")))
+    tests.sources.push({
+      file: `docs/${name}`,
+      text: readFileSync(join(root, "docs", name), "utf8"),
+      isTest: true,
+    });
+  units.push(tests, readUnit(root, "tools/test-utils", "test-utils"));
   return units;
 }

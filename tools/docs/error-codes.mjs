@@ -122,6 +122,9 @@ function calleeDeclaration(checker, call) {
     if (ts.isVariableDeclaration(decl) && decl.initializer && ts.isFunctionLike(decl.initializer))
       return decl.initializer;
   }
+  // A callee held by a parameter or variable of a function type (`fail: Refuse`): its signature.
+  if (ts.isCallExpression(call))
+    return checker.getTypeAtLocation(call.expression).getCallSignatures()[0]?.getDeclaration();
   return undefined;
 }
 
