@@ -60,3 +60,7 @@ runner_exit=$?
 bash tools/s3-server/ceph-s3.sh stop >&2 || true
 trap - EXIT
 node tools/ci-summary.mjs "$report_dir" "$runner_exit"
+summary_exit=$?
+# The reports (and the coverage under them) were for the summary above: nothing stays in /tmp.
+rm -rf "$report_dir"
+exit "$summary_exit"

@@ -1,8 +1,8 @@
 import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { STAGED_RECORD } from "@ckpt/manifest";
-import { makeTempDir } from "@ckpt/test-utils";
-import { afterEach, expect, it } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { expect, it } from "vitest";
 import { type FetchEvent, fetchArtifact, fetchArtifactIter } from "../src/index.js";
 import { bytes, makeArtifact, putArchive, sha, text } from "./helpers/archive.js";
 import { describeEachBackend } from "./helpers/backends.js";
@@ -19,13 +19,8 @@ async function dcpShards(): Promise<Map<string, Uint8Array>> {
 }
 
 describeEachBackend("fetchArtifact", (makeStore) => {
-  let cleanup = async () => {};
-  afterEach(() => cleanup());
-  async function dst(): Promise<string> {
-    const tmp = await makeTempDir("ckpt-fetch-");
-    cleanup = tmp.cleanup;
-    return tmp.dir;
-  }
+  // testdir, not one shared cleanup slot: a test that asks for two roots must remove both.
+  const dst = () => testdir("ckpt-fetch-");
 
   it("stages the model components and the manifest, never the merge records or the diagnostic", async () => {
     const store = await makeStore("consolidated");
