@@ -21,7 +21,12 @@ for (const file of readdirSync(reportDir)
   .sort()) {
   const report = JSON.parse(readFileSync(join(reportDir, file), "utf8"));
   const p = report.numPassedTests ?? 0;
-  const f = (report.numFailedTests ?? 0) + (report.numFailedTestSuites ?? 0);
+  // A failed test counts once; a file that failed with no failed test (an import error, a hook)
+  // counts as one more. numFailedTestSuites would count each failing test's describe blocks again.
+  const brokenFiles = (report.testResults ?? []).filter(
+    (r) => r.status === "failed" && !(r.assertionResults ?? []).some((a) => a.status === "failed"),
+  ).length;
+  const f = (report.numFailedTests ?? 0) + brokenFiles;
   const s = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
   passed += p;
   failed += f;
