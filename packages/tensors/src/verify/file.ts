@@ -113,7 +113,7 @@ function advance(state: ScanState, bytes: number): void {
   state.done += bytes;
   state.options.onProgress?.({ path: state.label, doneBytes: state.done, totalBytes: state.total });
   if (state.options.signal?.aborted) {
-    throw new TensorsError("VERIFY_ABORTED", `verify ${state.label}: aborted`, { kind: "failed" });
+    throw new TensorsError("FILE_VERIFY_ABORTED", `verify ${state.label}: aborted`, { kind: "failed" });
   }
 }
 
@@ -235,7 +235,7 @@ async function checkZipCrcs(
       if (crc !== member.crc32)
         problems.push(mismatch("fails its CRC-32: its bytes changed after it was written"));
     } catch (error) {
-      if (error instanceof TensorsError && error.code === "VERIFY_ABORTED") throw error;
+      if (error instanceof TensorsError && error.code === "FILE_VERIFY_ABORTED") throw error;
       problems.push(
         causeOf(error) === "ZIP_CRC_MISMATCH"
           ? mismatch("fails its CRC-32: its bytes changed after it was written", "ZIP_CRC_MISMATCH")
