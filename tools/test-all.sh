@@ -28,6 +28,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     fail_setup "apt-get install ${missing[*]}"
 fi
 /usr/bin/python3 -c 'import torch' || fail_setup "PyTorch is not importable by /usr/bin/python3"
+# PyTorch 2 (DCP, transformers, safetensors) from the machine's local package index, pinned in
+# tools/python/requirements.txt; Debian's torch 1.13 above stays for the old-format tests.
+log "Python test environment (.venv)"
+CKPT_PYTHON=$(bash tools/python/venv.sh) || fail_setup "build .venv (tools/python/venv.sh)"
+export CKPT_PYTHON
 
 # --- workspace -----------------------------------------------------------------------------
 log "pnpm install"

@@ -43,6 +43,7 @@ export {
   materializeHfArgs,
 } from "./hf-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
+export { TORCH2_PYTHON, torch2Python } from "./python.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 
 export {
