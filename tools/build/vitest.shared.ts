@@ -8,7 +8,11 @@ import { versionDefine } from "./tsup.base.ts";
  */
 const SLOW_LANE_TAGS = [
   { name: "s3", description: "Talks to a real S3 server (Ceph RGW) through the shared global setup." },
-  { name: "torch", description: "Runs PyTorch or numpy: Debian's torch 1.13 (CKPT_TEST_PYTHON) or the torch 2 .venv (CKPT_PYTHON)." },
+  {
+    name: "torch",
+    description:
+      "Runs PyTorch or numpy: Debian's torch 1.13 (CKPT_TEST_PYTHON) or the torch 2 .venv (CKPT_PYTHON).",
+  },
   { name: "crash", description: "Kills child processes mid-operation and checks what survives." },
 ] as const;
 
