@@ -17,7 +17,7 @@ const MAX_DCP_TENSOR_DIMS = 64;
  * Chunks of one tensor: a chunk per shard, so at most the world size (2^17 is beyond any real job).
  * A memoised pickle can repeat one chunk millions of times in a few bytes; this bounds the work.
  */
-export const MAX_DCP_CHUNKS_PER_TENSOR = 131_072;
+const MAX_DCP_CHUNKS_PER_TENSOR = 131_072;
 /** Chunks of all tensors together (bounds memory when many tensors share one memoised list). */
 const MAX_DCP_CHUNKS = 4_194_304;
 
