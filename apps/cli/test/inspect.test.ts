@@ -1,3 +1,4 @@
+import { cp, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeSafetensors } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
@@ -45,6 +46,30 @@ describe("ckpt inspect", () => {
       bytes: 16,
       file: "model.safetensors",
       sha256: "374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb",
+    });
+  });
+
+  it("a DCP directory: tensors with global shapes, its files, and a missing shard by name (exit 1)", async () => {
+    const dcp = join(dir, "dcp");
+    await cp(
+      join(import.meta.dirname, "..", "..", "..", "packages", "archive-reader", "test", "fixtures", "dcp-p2"),
+      dcp,
+      {
+        recursive: true,
+      },
+    );
+    const c = captureIo();
+    expect(await runCli(["inspect", dcp], c.io)).toBe(0);
+    expect(c.out()).toMatch(/^model\.w +BF16 +\[8, 4\]/m);
+    expect(c.out()).toMatch(/^__1_0\.distcp +\d+$/m);
+    expect(c.out()).toContain("complete: every chunk's file is present and long enough");
+    await rm(join(dcp, "__1_0.distcp"));
+    const j = captureIo();
+    expect(await runCli(["inspect", dcp, "--json"], j.io)).toBe(1);
+    expect(JSON.parse(j.out())).toMatchObject({
+      ok: false,
+      kind: "dcp",
+      problems: [{ code: "DCP_FILE_MISSING", file: "__1_0.distcp", tensor: "model.w", chunk: [4, 0] }],
     });
   });
 

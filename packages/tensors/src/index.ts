@@ -76,16 +76,21 @@ export {
 export {
   readDcpMetadata,
   parseDcpMetadata,
-  checkDcpDirectory,
   type DcpMetadata,
   type DcpTensor,
   type DcpChunk,
   type DcpBytesEntry,
   type DcpStorageInfo,
+} from "./dcp/metadata.js";
+export {
+  checkDcpDirectory,
+  dcpCompleteness,
+  DCP_COMPLETENESS_CODES,
+  type DcpCompletenessCode,
   type DcpProblem,
   type DcpProblemCode,
   type DcpCheckResult,
-} from "./dcp/metadata.js";
+} from "./dcp/completeness.js";
 
 // --- verification: tensor files, DCP directories, NaN/Inf scans (src/verify)
 export {

@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
-import { readDcpMetadata } from "./dcp/metadata.js";
+import { type DcpProblem, dcpCompleteness, observeDcpSizes } from "./dcp/completeness.js";
+import { DCP_METADATA_FILE, readDcpMetadata } from "./dcp/metadata.js";
 import { dtypeSize } from "./dtypes.js";
 import { TensorsError } from "./errors.js";
 import { openHfDirectory } from "./hf/directory.js";
@@ -37,6 +38,11 @@ export interface InspectReport {
   readonly tensors: readonly InspectedTensor[];
   /** safetensors `__metadata__` (of the single file, or of the first shard); empty for torch and DCP. */
   readonly metadata: Readonly<Record<string, string>>;
+  /**
+   * DCP only: what keeps a load from finding every piece (`dcpCompleteness`: missing, short or
+   * unreferenced shards, chunks that do not tile a tensor); empty when the directory is complete.
+   */
+  readonly problems?: readonly DcpProblem[];
 }
 
 export interface InspectOptions {
@@ -178,9 +184,6 @@ async function inspectTorchFile(
   return { kind: "torch", path, files: [{ file, size: source.size }], tensors, metadata: {} };
 }
 
-/** The metadata file torch.distributed.checkpoint writes at the root of a checkpoint directory. */
-const DCP_METADATA_FILE = ".metadata";
-
 async function inspectDcpDirectory(path: string): Promise<InspectReport> {
   const metadata = await readDcpMetadata(path);
   const tensors: InspectedTensor[] = metadata.tensors.map((t) => {
@@ -189,11 +192,12 @@ async function inspectDcpDirectory(path: string): Promise<InspectReport> {
     const files = [...new Set(t.chunks.flatMap((c) => (c.storage ? [c.storage.relativePath] : [])))];
     return { name: t.fqn, dtype: t.dtype ?? t.torchDtype, shape: t.shape, bytes, file: files.join(",") };
   });
-  const files = [{ file: DCP_METADATA_FILE, size: (await stat(join(path, DCP_METADATA_FILE))).size }];
-  for (const f of metadata.files) {
-    files.push({ file: f.relativePath, size: (await statOrThrow(join(path, f.relativePath))).size });
-  }
-  return { kind: "dcp", path, files, tensors, metadata: {} };
+  const sizes = await observeDcpSizes(path, metadata);
+  const files = [
+    { file: DCP_METADATA_FILE, size: (await stat(join(path, DCP_METADATA_FILE))).size },
+    ...[...sizes].map(([file, size]) => ({ file, size })),
+  ];
+  return { kind: "dcp", path, files, tensors, metadata: {}, problems: dcpCompleteness(metadata, sizes) };
 }
 
 async function statOrThrow(path: string) {

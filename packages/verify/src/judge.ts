@@ -43,6 +43,8 @@ export interface LocalProblem {
   /** The underlying error code, when the problem came from one. */
   readonly cause?: string;
   readonly tensor?: string;
+  /** The DCP chunk concerned (its offsets in the tensor's global shape). */
+  readonly chunk?: readonly number[];
 }
 
 /** What a record says a file is. */

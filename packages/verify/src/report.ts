@@ -19,6 +19,8 @@ export interface VerifyProblem {
   readonly record?: string;
   readonly cause?: string;
   readonly tensor?: string;
+  /** The DCP chunk concerned (its offsets in the tensor's global shape). */
+  readonly chunk?: readonly number[];
 }
 
 /** The report of `verifyPath` (`ckpt verify --json`; schema-versioned, evidence bundles embed it). */
@@ -84,7 +86,7 @@ function fromLocal(
 }
 
 function problemOf(p: LocalProblem | VerifyProblem): VerifyProblem {
-  const { code, path, message, record, cause, tensor } = p;
+  const { code, path, message, record, cause, tensor, chunk } = p;
   return {
     code,
     path,
@@ -92,6 +94,7 @@ function problemOf(p: LocalProblem | VerifyProblem): VerifyProblem {
     ...(record === undefined ? {} : { record }),
     ...(cause === undefined ? {} : { cause }),
     ...(tensor === undefined ? {} : { tensor }),
+    ...(chunk === undefined ? {} : { chunk }),
   };
 }
 

@@ -131,13 +131,14 @@ describe("verifyArtifactDir", () => {
     expect(codes(await verifyArtifactDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
   });
 
-  it("DCP components: an unlisted shard, a short shard (size and DCP length) are named", async () => {
+  it("DCP components: an unlisted (and unreferenced) shard, a short shard (size and DCP length) are named", async () => {
     const dir = await artifactDir(makeArtifact({ dcpModel: dcp }));
     expect((await verifyArtifactDir(dir)).ok).toBe(true);
     await writeFile(join(dir, "model", "__2_0.distcp"), "stray");
     await truncate(join(dir, "model", "__0_0.distcp"), 100);
     expect(codes(await verifyArtifactDir(dir))).toEqual([
       "DCP_FILE_SHORT model/__0_0.distcp",
+      "DCP_FILE_UNEXPECTED model/__2_0.distcp",
       "VERIFY_FILE_UNLISTED model/__2_0.distcp",
       "VERIFY_SIZE_MISMATCH model/__0_0.distcp",
     ]);

@@ -42,6 +42,13 @@ export {
   makeModelArtifact,
   materializeHfArgs,
 } from "./hf-fixtures.js";
+export {
+  type DcpFixture,
+  type DcpFixtureStorage,
+  DCP_FIXTURE_GENERATOR,
+  DCP_FIXTURE_TIMEOUT_MS,
+  makeDcpFixtures,
+} from "./dcp-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 export { TORCH2_PYTHON, torch2Python } from "./python.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";

@@ -25,12 +25,27 @@ function renderInspect(report: InspectReport, withHashes: boolean): string {
     withHashes && report.kind === "dcp"
       ? "\nDCP tensors are stored in chunks across files and have no per-tensor hash."
       : "";
-  return `${summary}\n\n${table(header, rows, new Set([3]))}${note}`;
+  return `${summary}\n\n${table(header, rows, new Set([3]))}${note}${renderDcpFiles(report)}`;
+}
+
+/** A DCP directory's files (one per rank and writer thread) and what keeps a load from finding every piece. */
+function renderDcpFiles(report: InspectReport): string {
+  if (report.kind !== "dcp") return "";
+  const files = table(
+    ["file", "bytes"],
+    report.files.map((f) => [f.file, String(f.size)]),
+    new Set([1]),
+  );
+  const problems = (report.problems ?? []).map((p) => `${p.code} ${p.file}: ${p.message}`);
+  const verdict =
+    problems.length === 0 ? "complete: every chunk's file is present and long enough" : problems.join("\n");
+  return `\n\n${files}\n\n${verdict}`;
 }
 
 export const inspectCommand: CkptCommand<InspectArgs> = {
   command: "inspect <path>",
-  describe: "List the tensors of a checkpoint file or directory (safetensors, HF directory, torch.save, DCP)",
+  describe:
+    "List the tensors of a checkpoint file or directory (safetensors, HF directory, torch.save, DCP: with its files and what is missing)",
   builder: (yargs) =>
     yargs
       .positional("path", {
@@ -61,6 +76,8 @@ export const inspectCommand: CkptCommand<InspectArgs> = {
     } finally {
       progress.finish();
     }
-    return { exitCode: 0, report: { ok: true, ...report }, human: renderInspect(report, args.sha256) };
+    // A DCP directory a load cannot read whole is reported, and fails the command like `ckpt verify`.
+    const ok = (report.problems ?? []).length === 0;
+    return { exitCode: ok ? 0 : 1, report: { ok, ...report }, human: renderInspect(report, args.sha256) };
   },
 };

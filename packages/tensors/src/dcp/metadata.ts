@@ -10,9 +10,16 @@ import { truncateForMessage } from "../torch/text.js";
 import { TORCH_DTYPE_NAMES } from "../torch/torch-types.js";
 
 /** The file torch.distributed.checkpoint writes next to its shards. */
-const DCP_METADATA_FILE = ".metadata";
+export const DCP_METADATA_FILE = ".metadata";
 /** Dimensions of one DCP tensor (same bound as torch tensors). */
 const MAX_DCP_TENSOR_DIMS = 64;
+/**
+ * Chunks of one tensor: a chunk per shard, so at most the world size (2^17 is beyond any real job).
+ * A memoised pickle can repeat one chunk millions of times in a few bytes; this bounds the work.
+ */
+const MAX_DCP_CHUNKS_PER_TENSOR = 131_072;
+/** Chunks of all tensors together (bounds memory when many tensors share one memoised list). */
+const MAX_DCP_CHUNKS = 4_194_304;
 
 /** One stored piece: which file, where, how long. */
 export interface DcpStorageInfo {
@@ -57,6 +64,8 @@ export interface DcpMetadata {
   /** Each referenced file once, with the least length it must have (max offset + length). */
   readonly files: readonly { readonly relativePath: string; readonly requiredLength: number }[];
   readonly version: string | undefined;
+  /** The save planner's data: each fqn's path in the nested state dict (DefaultSavePlanner's mapping). */
+  readonly plannerData: Readonly<Record<string, readonly (string | number)[]>>;
 }
 
 function dcpPolicy(file: string): UnpicklePolicy {
@@ -140,6 +149,13 @@ export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
   const storageData = field(root, "storage_data");
   if (storageData !== null && storageData !== undefined) {
     if (!(storageData instanceof PickleDict)) return invalid("storage_data is not a dict");
+    if (storageData.map.size > MAX_DCP_CHUNKS) {
+      throw new TensorsError(
+        "DCP_CHUNKS_TOO_MANY",
+        `read DCP metadata ${file}: storage_data has ${storageData.map.size} entries; max ${MAX_DCP_CHUNKS}`,
+        { kind: "input", file },
+      );
+    }
     for (const [key, value] of storageData.map) {
       if (!isA(key, "MetadataIndex") || !isA(value, "_StorageInfo"))
         return invalid("storage_data is not MetadataIndex -> _StorageInfo");
@@ -171,6 +187,7 @@ export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
 
   const tensors: DcpTensor[] = [];
   const bytesEntries: DcpBytesEntry[] = [];
+  let totalChunks = 0;
   for (const [fqn, value] of sdm.map) {
     if (typeof fqn !== "string") return invalid("a state_dict_metadata key is not a string");
     if (isA(value, "BytesStorageMetadata")) {
@@ -190,7 +207,17 @@ export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
       return invalid(`tensor ${truncateForMessage(fqn)} has no dtype`);
     const chunksValue = field(value, "chunks");
     if (!Array.isArray(chunksValue)) return invalid(`tensor ${truncateForMessage(fqn)} has no chunk list`);
+    totalChunks += chunksValue.length;
+    if (chunksValue.length > MAX_DCP_CHUNKS_PER_TENSOR || totalChunks > MAX_DCP_CHUNKS) {
+      throw new TensorsError(
+        "DCP_CHUNKS_TOO_MANY",
+        `read DCP metadata ${file}: tensor ${truncateForMessage(fqn)} has ${chunksValue.length} chunks (${totalChunks} so far); max ${MAX_DCP_CHUNKS_PER_TENSOR} per tensor and ${MAX_DCP_CHUNKS} in all`,
+        { kind: "input", file },
+      );
+    }
     const shape = ints(field(value, "size"), `size of ${fqn}`);
+    if (!Number.isSafeInteger(shape.reduce((a, d) => a * d, 1)))
+      invalid(`tensor ${truncateForMessage(fqn)} of shape [${shape}] has more than 2^53 elements`);
     const chunks = chunksValue.map((chunk): DcpChunk => {
       if (!isA(chunk, "ChunkStorageMetadata"))
         return invalid(`a chunk of ${truncateForMessage(fqn)} is not ChunkStorageMetadata`);
@@ -201,7 +228,9 @@ export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
         sizes.length !== shape.length ||
         offsets.some((o, d) => o + sizes[d]! > shape[d]!)
       ) {
-        invalid(`a chunk of ${truncateForMessage(fqn)} lies outside its shape [${shape}]`);
+        invalid(
+          `chunk [${offsets}] of size [${sizes}] of ${truncateForMessage(fqn)} lies outside its shape [${shape}]`,
+        );
       }
       return { offsets, sizes, storage: storageByKey.get(`${fqn}\u0000${offsets.join(",")}`) };
     });
@@ -225,7 +254,21 @@ export function parseDcpMetadata(bytes: Uint8Array, file: string): DcpMetadata {
     storage,
     files: [...required].map(([relativePath, requiredLength]) => ({ relativePath, requiredLength })),
     version: typeof version === "string" ? version : undefined,
+    plannerData: plannerDataOf(field(root, "planner_data")),
   };
+}
+
+/** DefaultSavePlanner's fqn -> path mapping; any other planner data (custom planners) reads as empty. */
+function plannerDataOf(value: unknown): Record<string, (string | number)[]> {
+  const out: Record<string, (string | number)[]> = {};
+  if (!(value instanceof PickleDict)) return out;
+  for (const [fqn, path] of value.map) {
+    const parts = path instanceof PickleTuple ? path.items : Array.isArray(path) ? path : undefined;
+    if (typeof fqn !== "string" || !parts?.every((p) => typeof p === "string" || typeof p === "number"))
+      continue;
+    out[fqn] = parts as (string | number)[];
+  }
+  return out;
 }
 
 function checkRelativePath(path: string, file: string): void {
@@ -267,73 +310,4 @@ export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
     );
   }
   return parseDcpMetadata(new Uint8Array(await readFile(path)), path);
-}
-
-export type DcpProblemCode = "DCP_FILE_MISSING" | "DCP_FILE_SHORT" | "DCP_CHUNK_UNSTORED" | (string & {});
-
-export interface DcpProblem {
-  readonly code: DcpProblemCode;
-  /** Relative to the checkpoint directory. */
-  readonly file: string;
-  readonly message: string;
-}
-
-export interface DcpCheckResult {
-  readonly ok: boolean;
-  readonly problems: readonly DcpProblem[];
-  readonly metadata: DcpMetadata | undefined;
-}
-
-/**
- * Proves a DCP directory complete: every file the metadata references exists and is at least as
- * long as its last stored piece, and every tensor chunk has a storage entry. Unreadable metadata
- * is a problem too (its TensorsError code), not a throw.
- */
-export async function checkDcpDirectory(dir: string): Promise<DcpCheckResult> {
-  let metadata: DcpMetadata;
-  try {
-    metadata = await readDcpMetadata(dir);
-  } catch (error) {
-    if (!(error instanceof TensorsError)) throw error;
-    return {
-      ok: false,
-      problems: [{ code: error.code, file: DCP_METADATA_FILE, message: error.message }],
-      metadata: undefined,
-    };
-  }
-  const problems: DcpProblem[] = [];
-  for (const tensor of metadata.tensors) {
-    tensor.chunks.forEach((chunk, i) => {
-      if (!chunk.storage) {
-        problems.push({
-          code: "DCP_CHUNK_UNSTORED",
-          file: DCP_METADATA_FILE,
-          message: `chunk ${i} (offsets [${chunk.offsets}]) of ${truncateForMessage(tensor.fqn)} has no storage entry`,
-        });
-      }
-    });
-  }
-  for (const { relativePath, requiredLength } of metadata.files) {
-    let size: number;
-    try {
-      const info = await stat(join(dir, relativePath));
-      if (!info.isFile()) throw new Error("not a regular file");
-      size = info.size;
-    } catch (error) {
-      problems.push({
-        code: "DCP_FILE_MISSING",
-        file: relativePath,
-        message: `${relativePath}: ${(error as Error).message}`,
-      });
-      continue;
-    }
-    if (size < requiredLength) {
-      problems.push({
-        code: "DCP_FILE_SHORT",
-        file: relativePath,
-        message: `${relativePath} is ${size} bytes; the metadata needs ${requiredLength}`,
-      });
-    }
-  }
-  return { ok: problems.length === 0, problems, metadata };
 }

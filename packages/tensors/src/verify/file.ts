@@ -2,7 +2,7 @@ import { messageOf } from "@ckpt/errors";
 import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
-import { checkDcpDirectory } from "../dcp/metadata.js";
+import { checkDcpDirectory, DCP_COMPLETENESS_CODES } from "../dcp/completeness.js";
 import { TensorsError } from "../errors.js";
 import { readSafetensorsHeader } from "../safetensors/reader.js";
 import { openTorchFile, type TorchFile } from "../torch/reader.js";
@@ -346,22 +346,23 @@ export interface DcpDirectoryReport {
  */
 export async function verifyDcpDirectory(dir: string, label = ""): Promise<DcpDirectoryReport> {
   const result = await checkDcpDirectory(dir);
-  const known = new Set(["DCP_FILE_MISSING", "DCP_FILE_SHORT", "DCP_CHUNK_UNSTORED"]);
-  const prefix = label === "" ? "" : `${label.replace(/\/$/, "")}/`;
+  const known = new Set<string>(DCP_COMPLETENESS_CODES);
+  const name = label.replace(/\/$/, "");
+  const prefix = name === "" ? "" : `${name}/`;
   return {
     path: dir,
     tensors: result.metadata?.tensors.length ?? 0,
     files: result.metadata?.files.length ?? 0,
-    problems: result.problems.map((p): TensorProblem => {
-      const path = `${prefix}${p.file}`;
-      if (known.has(p.code)) {
-        return {
-          code: p.code as TensorProblem["code"],
-          path,
-          message: label === "" ? p.message : `${label.replace(/\/$/, "")}: ${p.message}`,
-        };
-      }
-      return { code: "DCP_METADATA_UNREADABLE", path, message: p.message, cause: p.code };
+    problems: result.problems.map(({ code, file, message, tensor, chunk }): TensorProblem => {
+      const path = `${prefix}${file}`;
+      if (!known.has(code)) return { code: "DCP_METADATA_UNREADABLE", path, message, cause: code };
+      return {
+        code: code as TensorProblem["code"],
+        path,
+        message: name === "" ? message : `${name}: ${message}`,
+        ...(tensor === undefined ? {} : { tensor }),
+        ...(chunk === undefined ? {} : { chunk }),
+      };
     }),
   };
 }

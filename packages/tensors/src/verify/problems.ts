@@ -1,3 +1,5 @@
+import { DCP_COMPLETENESS_CODES } from "../dcp/completeness.js";
+
 /**
  * The closed set of problems the tensor-level verifiers report. A verifier never invents another
  * code: an underlying error's own code goes into `cause`. Documented in docs/troubleshooting.md.
@@ -11,12 +13,8 @@ export const TENSOR_PROBLEM_CODES = [
   "TENSOR_NOT_FINITE",
   /** A DCP directory's `.metadata` is missing or cannot be read. */
   "DCP_METADATA_UNREADABLE",
-  /** A storage file the `.metadata` references is absent. */
-  "DCP_FILE_MISSING",
-  /** A storage file is shorter than the last piece the `.metadata` places in it. */
-  "DCP_FILE_SHORT",
-  /** A tensor chunk has no storage entry in the `.metadata`. */
-  "DCP_CHUNK_UNSTORED",
+  /** The DCP completeness problems (`DCP_COMPLETENESS_CODES`: missing, short or unreferenced shards, duplicate, overlapping, missing or unstored chunks). */
+  ...DCP_COMPLETENESS_CODES,
 ] as const;
 
 export type TensorProblemCode = (typeof TENSOR_PROBLEM_CODES)[number];
@@ -31,4 +29,6 @@ export interface TensorProblem {
   readonly cause?: string;
   /** The tensor concerned, when there is one. */
   readonly tensor?: string;
+  /** The DCP chunk concerned (its offsets in the tensor's global shape), when there is one. */
+  readonly chunk?: readonly number[];
 }

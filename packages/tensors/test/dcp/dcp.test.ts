@@ -2,8 +2,9 @@
 import { rm, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
-import { beforeAll, describe, expect, test } from "vitest";
-import { checkDcpDirectory, readDcpMetadata } from "../../src/dcp/metadata.js";
+import { describe, expect, test } from "vitest";
+import { checkDcpDirectory } from "../../src/dcp/completeness.js";
+import { readDcpMetadata } from "../../src/dcp/metadata.js";
 import { PYTHON, python } from "../torch/python.js";
 
 interface Expected {
@@ -12,14 +13,14 @@ interface Expected {
   files: Record<string, number>;
 }
 
-let root: string;
-let expected: Record<string, Expected>;
-
-beforeAll(async () => {
-  root = await testdir("ckpt-dcp-");
-  expect(PYTHON).toBe("/usr/bin/python3");
-  expected = await python(join(import.meta.dirname, "make_dcp_fixture.py"), root);
-});
+// Generated at collection (no torch import: a moment), so the hostile cases can be listed as tests.
+expect(PYTHON).toBe("/usr/bin/python3");
+const root = await testdir("ckpt-dcp-");
+const { valid: expected, hostile } = await python<{
+  valid: Record<string, Expected>;
+  /** The hostile corpus: case -> the code it is refused with and the tensor the problem names. */
+  hostile: Record<string, { code: string; tensor?: string }>;
+}>(join(import.meta.dirname, "make_dcp_fixture.py"), root);
 
 describe("DCP .metadata written by pickle (protocols 2, 4, 5)", () => {
   test.each(["p2", "p4", "p5"])("%s lists tensors, chunks, bytes entries and storage files", async (name) => {
@@ -77,5 +78,29 @@ describe("checkDcpDirectory finds what a restore would miss", () => {
       ok: false,
       problems: [{ code: "DCP_METADATA_MISSING" }],
     });
+  });
+});
+
+describe("the hostile DCP corpus (make_dcp_fixture.py HOSTILE)", () => {
+  test("holds every class of damage", () => {
+    expect(Object.keys(hostile).length).toBeGreaterThanOrEqual(29);
+  });
+
+  // Each case is refused with its stable code, quickly, naming the tensor when there is one; the
+  // first problem is the one the case plants (checkDcpDirectory never throws on bad input).
+  test.each(Object.entries(hostile))("%s is refused with its code", async (name, want) => {
+    const started = performance.now();
+    const { ok, problems } = await checkDcpDirectory(join(root, "hostile", name));
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect({ name, ok, code: problems[0]?.code }).toEqual({ name, ok: false, code: want.code });
+    if (want.tensor) expect(problems[0]!.message).toContain(want.tensor);
+    if (problems[0]!.tensor !== undefined) expect(problems[0]!.tensor).toBe(want.tensor);
+  });
+
+  test("an unsafe storage path is refused before any file is touched", async () => {
+    const dir = join(root, "hostile", "path-dotdot");
+    await writeFile(join(root, "hostile", "outside.distcp"), "x");
+    const { problems } = await checkDcpDirectory(dir);
+    expect(problems).toEqual([expect.objectContaining({ code: "DCP_PATH_UNSAFE", file: ".metadata" })]);
   });
 });

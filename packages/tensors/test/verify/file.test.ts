@@ -180,8 +180,9 @@ describe("verifyDcpDirectory", () => {
     "maps the DCP check onto the closed set and prefixes paths with the component",
     async () => {
       const root = await scratch("ckpt-verify-dcp-");
-      const files = (await python<Record<string, { files: Record<string, number> }>>(dcpScript, root)).p4!
-        .files;
+      const { files } = (
+        await python<{ valid: Record<string, { files: Record<string, number> }> }>(dcpScript, root)
+      ).valid.p4!;
       const dir = join(root, "p4");
       expect(await verifyDcpDirectory(dir, "optim")).toMatchObject({ tensors: 3, problems: [] });
       await truncate(join(dir, "__0_0.distcp"), files["__0_0.distcp"]! - 1);

@@ -5,7 +5,15 @@ import { PickleDict, PickleGlobal, PickleObject, PickleTuple } from "./values.js
 
 const METADATA_MODULE = "torch.distributed.checkpoint.metadata";
 const FILESYSTEM_MODULE = "torch.distributed.checkpoint.filesystem";
-const MEM_FORMAT_ENCODING = `${METADATA_MODULE}._MEM_FORMAT_ENCODING`;
+/** torch 1.13 kept DCP under torch.distributed._shard, its TensorProperties with ShardedTensor's metadata. */
+const LEGACY_METADATA_MODULE = "torch.distributed._shard.checkpoint.metadata";
+const LEGACY_FILESYSTEM_MODULE = "torch.distributed._shard.checkpoint.filesystem";
+const LEGACY_SHARDED_TENSOR_MODULE = "torch.distributed._shard.sharded_tensor.metadata";
+/** The memory-format enum TensorProperties pickles, in torch 2 and in torch 1.13. */
+const MEM_FORMAT_ENCODINGS = new Set([
+  `${METADATA_MODULE}._MEM_FORMAT_ENCODING`,
+  `${LEGACY_SHARDED_TENSOR_MODULE}.MEM_FORMAT_ENCODING`,
+]);
 
 /** Dataclasses DCP pickles with NEWOBJ + BUILD; their state is their field dict. */
 const DATACLASSES = [
@@ -17,6 +25,13 @@ const DATACLASSES = [
   `${METADATA_MODULE}.MetadataIndex`,
   `${METADATA_MODULE}.StorageMeta`,
   `${FILESYSTEM_MODULE}._StorageInfo`,
+  `${LEGACY_METADATA_MODULE}.Metadata`,
+  `${LEGACY_METADATA_MODULE}.TensorStorageMetadata`,
+  `${LEGACY_METADATA_MODULE}.ChunkStorageMetadata`,
+  `${LEGACY_METADATA_MODULE}.BytesStorageMetadata`,
+  `${LEGACY_METADATA_MODULE}.MetadataIndex`,
+  `${LEGACY_SHARDED_TENSOR_MODULE}.TensorProperties`,
+  `${LEGACY_FILESYSTEM_MODULE}._StorageInfo`,
 ];
 /** Constants that appear as values (layouts, memory formats); never called. */
 const TORCH_CONSTANTS = new Set([
@@ -29,8 +44,8 @@ const TORCH_CONSTANTS = new Set([
 /** torch's complex dtypes (no ckpt dtype: DCP metadata names them, ckpt reads no complex data). */
 const TORCH_COMPLEX_DTYPES = ["complex32", "complex64", "complex128"];
 
-/** Members of torch's _MEM_FORMAT_ENCODING enum (TensorProperties state). */
-const MEMORY_FORMAT_ENCODINGS = new Set([
+/** Members of the memory-format enum (TensorProperties state). */
+const MEMORY_FORMAT_MEMBERS = new Set([
   "TORCH_CONTIGUOUS_FORMAT",
   "TORCH_CHANNELS_LAST",
   "TORCH_PRESERVE_FORMAT",
@@ -38,20 +53,20 @@ const MEMORY_FORMAT_ENCODINGS = new Set([
 
 const DATACLASS: GlobalHandler = { newObject: (args, cls) => new PickleObject(cls, args) };
 
-/** Python 3.11+ pickles an Enum member as getattr(EnumClass, "NAME"): allowed for _MEM_FORMAT_ENCODING members only. */
+/** Python 3.11+ pickles an Enum member as getattr(EnumClass, "NAME"): allowed for the memory-format enum's members only. */
 const GETATTR: GlobalHandler = {
   call: (args, _global, fail) => {
     const [cls, member] = args;
     if (
       args.length === 2 &&
       cls instanceof PickleGlobal &&
-      cls.qualifiedName === MEM_FORMAT_ENCODING &&
+      MEM_FORMAT_ENCODINGS.has(cls.qualifiedName) &&
       typeof member === "string" &&
-      MEMORY_FORMAT_ENCODINGS.has(member)
+      MEMORY_FORMAT_MEMBERS.has(member)
     ) {
       return new PickleObject(cls, [member]);
     }
-    return fail("PICKLE_CALL_REFUSED", "getattr is allowed only for _MEM_FORMAT_ENCODING members");
+    return fail("PICKLE_CALL_REFUSED", "getattr is allowed only for the memory-format enum's members");
   },
 };
 
@@ -77,18 +92,22 @@ const POSIX_PATH = callWhen(
 const layoutName = (arg: unknown) => (typeof arg === "string" ? arg.replace(/^torch\./, "") : undefined);
 
 /**
- * The DCP `.metadata` allow-list: its dataclasses (NEWOBJ + BUILD), the memory-format enum, plain
+ * The DCP `.metadata` allow-list (torch 2's torch.distributed.checkpoint and torch 1.13's
+ * torch.distributed._shard.checkpoint): its dataclasses (NEWOBJ + BUILD), the memory-format enum, plain
  * containers, layouts via `_get_layout`, POSIX paths, dtypes and torch constants. Nothing else.
  */
 export const DCP_GLOBALS: AllowList = new Map<string, GlobalHandler>([
   ...DATACLASSES.map((name) => [name, DATACLASS] as const),
-  [
-    MEM_FORMAT_ENCODING,
-    callWhen(
-      (args) => args.length === 1,
-      (args, global) => new PickleObject(global, args),
-    ),
-  ],
+  ...[...MEM_FORMAT_ENCODINGS].map(
+    (name) =>
+      [
+        name,
+        callWhen(
+          (args) => args.length === 1,
+          (args, global) => new PickleObject(global, args),
+        ),
+      ] as const,
+  ),
   ["builtins.getattr", GETATTR],
   ["__builtin__.getattr", GETATTR],
   [

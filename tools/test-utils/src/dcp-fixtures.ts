@@ -1,0 +1,57 @@
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+
+/** tools/fixtures/make_dcp_fixtures.py: DCP directories written by real torch.distributed.checkpoint on gloo ranks. */
+export const DCP_FIXTURE_GENERATOR = join(
+  import.meta.dirname,
+  "..",
+  "..",
+  "fixtures",
+  "make_dcp_fixtures.py",
+);
+/** Importing torch and forking gloo ranks on a busy shared machine takes minutes; fixture hooks allow this. */
+export const DCP_FIXTURE_TIMEOUT_MS = 600_000;
+
+export interface DcpFixtureStorage {
+  readonly relativePath: string;
+  readonly offset: number;
+  readonly length: number;
+  readonly transformDescriptors: readonly string[];
+}
+
+/** What torch itself reads back from one fixture's `.metadata` (tools/fixtures/README.md). */
+export interface DcpFixture {
+  readonly tensors: readonly {
+    readonly fqn: string;
+    readonly dtype: string;
+    readonly shape: readonly number[];
+    readonly chunks: readonly {
+      readonly offsets: readonly number[];
+      readonly sizes: readonly number[];
+      readonly storage: DcpFixtureStorage | null;
+    }[];
+  }[];
+  readonly bytes: readonly { readonly fqn: string; readonly storage: DcpFixtureStorage | null }[];
+  /** Every file beside `.metadata`, with its size. */
+  readonly files: Readonly<Record<string, number>>;
+  readonly version: string | null;
+  readonly planner_data: Readonly<Record<string, readonly string[]>>;
+}
+
+/**
+ * Writes `<out>/ranksN` (torch 2: `python` = torch2Python()) or `<out>/torch1-ranksN` (torch 1.13:
+ * TORCH_PYTHON) for each N in `ranks`, and returns torch's own reading of each `.metadata`.
+ */
+export async function makeDcpFixtures(
+  out: string,
+  python: string,
+  ranks: readonly number[],
+): Promise<Record<string, DcpFixture>> {
+  const { stdout } = await promisify(execFile)(
+    python,
+    [DCP_FIXTURE_GENERATOR, "--out", out, "--ranks", ranks.join(",")],
+    { maxBuffer: 64 * 1024 * 1024 },
+  );
+  return JSON.parse(stdout) as Record<string, DcpFixture>;
+}
