@@ -294,8 +294,8 @@ class HashingFileSystemReader(FileSystemReader):
                                % (manifest_path, component, error)) from error
         unhashed = [f["path"] for f in files if "sha256" not in f]
         if unhashed:
-            raise CkptDcpError("DCP_DIGEST_MISSING", "%s records no digest for %s of %r (saved without "
-                               "HashingFileSystemWriter); load it with FileSystemReader"
-                               % (manifest_path, ", ".join(unhashed[:5]), component))
+            raise CkptDcpError("DCP_DIGEST_MISSING", "%s records no digest for %s of %r: they were not hashed as "
+                               "they were written, or the sidecar that committed them does not record inventories. "
+                               "Load them with FileSystemReader" % (manifest_path, ", ".join(unhashed[:5]), component))
         expected = {f["path"]: f["sha256"] for f in files}
         return cls(os.path.join(iter_dir, entry["path"]), expected, *args, **kwargs)

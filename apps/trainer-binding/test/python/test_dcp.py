@@ -9,6 +9,10 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -208,6 +212,48 @@ class HashingWriterTests(unittest.TestCase):
             HashingFileSystemReader.from_manifest(copy, "model")
         self.assertEqual(caught.exception.code, "DCP_DIGEST_MISSING")
         self.assertIn(DESCRIPTION_FILES[0], str(caught.exception))
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "train_fsdp2.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_example(root, *extra):
+    """Both ranks of examples/train_fsdp2.py (as torchrun starts them); their exit codes and rank 0's result."""
+    port = free_port()
+    result = os.path.join(root, "result.json")
+    ranks = [subprocess.Popen([sys.executable, EXAMPLE, "--output-root", os.path.join(root, "out"), "--steps", "6",
+                               "--save-every", "2", "--result", result, *extra],
+                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=str(port)))
+             for rank in range(2)]
+    codes = [p.wait(timeout=600) for p in ranks]
+    outcome = None
+    if os.path.exists(result):
+        with open(result) as f:
+            outcome = json.load(f)
+        os.unlink(result)
+    return codes, outcome
+
+
+class Fsdp2ExampleTests(unittest.TestCase):
+    def test_the_fsdp2_example_resumes_bit_exactly_after_sigkill(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-fsdp2-") as root:
+            codes, straight = run_example(os.path.join(root, "straight"))
+            self.assertEqual(codes, [0, 0])
+            self.assertEqual(straight["step"], 6)
+            killed_root = os.path.join(root, "killed")
+            codes, _ = run_example(killed_root, "--kill-at-step", "5")
+            self.assertEqual(codes, [-signal.SIGKILL, -signal.SIGKILL])
+            codes, resumed = run_example(killed_root)
+            self.assertEqual(codes, [0, 0])
+            self.assertTrue(resumed["resumed_from"].endswith("iter_000000004"), resumed["resumed_from"])
+            self.assertEqual(resumed["digest"], straight["digest"])
 
 
 if __name__ == "__main__":
