@@ -214,6 +214,20 @@ class HashingWriterTests(unittest.TestCase):
         self.assertIn(DESCRIPTION_FILES[0], str(caught.exception))
 
 
+class WriterThreadsTests(unittest.TestCase):
+    def test_several_writer_threads_and_a_file_per_item_hash_every_file(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-dcp-threads-") as root:
+            writer = HashingFileSystemWriter(root, thread_count=3, single_file_per_rank=False)
+            state = {"t%d" % i: torch.full((1000 + i,), float(i)) for i in range(7)}
+            state["step"] = 9
+            dcp.save(state, storage_writer=writer)  # one process: it is its own coordinator
+            self.assertEqual(sorted(e["path"] for e in writer.inventory), sorted(os.listdir(root)))
+            self.assertEqual(len(writer.inventory), 9)  # 8 items, one file each, and .metadata
+            for entry in writer.inventory:
+                path = os.path.join(root, entry["path"])
+                self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)))
+
+
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "train_fsdp2.py")
 
 
