@@ -377,9 +377,15 @@ class Sidecar:
         save = result.get("save")
         return None if save is None else SavePlan.from_wire(save)
 
-    def commit(self, save):
-        """Commit a save whose targets are all written and fsynced."""
-        return self.request("commit", save_id=save.id)
+    def commit(self, save, inventory=None):
+        """Commit a save whose targets are all written and fsynced.
+
+        ``inventory``: the files the trainer hashed while writing them, ``[{"path", "size",
+        "sha256"}]`` with paths relative to ``save.dir`` (``ckpt_dcp.inventory_of``); the sidecar
+        records these digests instead of reading the files again."""
+        if inventory is None:
+            return self.request("commit", save_id=save.id)
+        return self.request("commit", save_id=save.id, inventory=list(inventory))
 
     def complete_validation(self, iteration):
         """Publish a full checkpoint saved with validation pending, after its validation passed:
@@ -469,9 +475,10 @@ class RankGroup:
     def begin_save(self, step, final=False, validation=False, emergency=False, cadence=None):
         return self._from_rank0(lambda: self._sidecar.begin_save(step, final, validation, emergency, cadence))
 
-    def commit(self, save):
+    def commit(self, save, inventory=None):
+        """``inventory`` as in ``Sidecar.commit``; rank 0's is the one sent (DCP gathers it there)."""
         self._barrier()  # every rank's shards are written and fsynced before rank 0 commits
-        return self._from_rank0(lambda: self._sidecar.commit(save))
+        return self._from_rank0(lambda: self._sidecar.commit(save, inventory))
 
     def complete_validation(self, iteration):
         return self._from_rank0(lambda: self._sidecar.complete_validation(iteration))

@@ -315,7 +315,10 @@ export class SidecarSession implements RequestHandler {
     }
     // Whatever the outcome, this save is done: a failed commit is begun again with begin_save.
     this.saves.delete(args.save_id);
-    const outcome = await manager.commitSave(session);
+    const outcome = await manager.commitSave(
+      session,
+      args.inventory === undefined ? {} : { inventory: args.inventory },
+    );
     if (outcome.status === "committed") return wireCommit(outcome.report);
     if (outcome.status === "scheduled") {
       // The manager reports a failure as an async_failed event and at the next join; the result is logged.

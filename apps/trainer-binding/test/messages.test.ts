@@ -79,6 +79,25 @@ describe("parseRequest", () => {
     );
   });
 
+  it("accepts a commit inventory and refuses an unsafe or repeated path with its own code", () => {
+    const digest = "ab".repeat(32);
+    const commit = (inventory: unknown) =>
+      JSON.stringify({ id: 9, op: "commit", args: { save_id: "1", inventory } });
+    const entry = { path: "model/__0_0.distcp", size: 12, sha256: digest };
+    expect(parseRequest(commit([entry, { ...entry, path: "model/.metadata" }]))).toMatchObject({
+      op: "commit",
+      args: { save_id: "1", inventory: [entry, { ...entry, path: "model/.metadata" }] },
+    });
+    for (const path of ["../model/x", "/abs/x", "model/\u0000x", "model//x", ""]) {
+      const r = rejected(commit([{ ...entry, path }]));
+      expect(r.id).toBe(9);
+      expect(r.error.code, path).toBe("INVENTORY_UNSAFE_PATH");
+    }
+    expect(rejected(commit([entry, entry])).error.code).toBe("INVENTORY_DUPLICATE_PATH");
+    expect(rejected(commit([{ ...entry, sha256: "AB".repeat(32) }])).error.message).toContain("sha256");
+    expect(rejected(commit([{ ...entry, size: -1 }])).error.code).toBe("PROTOCOL_BAD_REQUEST");
+  });
+
   it("refuses a missing or malformed id, echoing null", () => {
     expect(rejected('{"op":"resume"}').id).toBeNull();
     expect(rejected('{"id":-1,"op":"resume"}').id).toBeNull();

@@ -29,6 +29,28 @@ async function modelArtifact(
   return dir;
 }
 
+const SHARD = 4 << 20;
+
+/** A committed trainer-style DCP artifact: two ranks' model shards, .metadata, one optim shard, trainer.pt. */
+async function dcpArtifact(): Promise<string> {
+  const dir = join(await tempDir(), "run", "checkpoint_artifacts", "iter_000000400");
+  await writeTree(dir, {
+    "model/.metadata": payload("metadata", 100),
+    "model/__0_0.distcp": payload("rank 0", SHARD),
+    "model/__1_0.distcp": payload("rank 1", SHARD),
+    "optim/__0_0.distcp": payload("optim", SHARD),
+    "trainer.pt": payload("trainer", 100),
+  });
+  await commitArtifact(dir, { format: "dcp", components: ["model", "optimizer", "training_state"] });
+  return dir;
+}
+
+/** Bytes this process has read through read(2) so far (page-cache hits included): Linux's rchar. */
+async function bytesReadByThisProcess(): Promise<number> {
+  const io = await readFile("/proc/self/io", "utf8");
+  return Number(/^rchar: (\d+)$/m.exec(io)![1]);
+}
+
 let labels = 0;
 const label = () => `iter_${String(++labels).padStart(9, "0")}`;
 
@@ -190,6 +212,37 @@ describeEachBackend("publishArtifact", (backend) => {
     expect(await store.head(ARCHIVE_DECLARATION.fileName)).toBeDefined();
     await writeFile(join(dir, "model.pt"), original);
     expect(await publishArtifact(dir, store)).toMatchObject({ status: "published", uploaded: ["model.pt"] });
+  });
+
+  it("publishes DCP shards on their recorded digests, reading each payload byte once", async () => {
+    const dir = await dcpArtifact();
+    const payloadBytes = 3 * SHARD + 200;
+    const store = await backend().open(label());
+    const before = await bytesReadByThisProcess();
+    const report = await publishArtifact(dir, store);
+    const read = (await bytesReadByThisProcess()) - before;
+    expect(report.status).toBe("published");
+    expect((await store.head("model/__1_0.distcp"))?.sha256).toBe(sha256Hex(payload("rank 1", SHARD)));
+    // Once to upload, not once more to hash first; the slack is the manifest and bookkeeping files.
+    expect(read).toBeGreaterThanOrEqual(payloadBytes);
+    expect(read).toBeLessThan(payloadBytes + SHARD / 4);
+  });
+
+  it("refuses a DCP shard changed by one byte after commit: nothing of it stored, nothing committed", async () => {
+    const dir = await dcpArtifact();
+    const shard = join(dir, "model", "__1_0.distcp");
+    const bytes = await readFile(shard);
+    bytes[SHARD / 2]! ^= 1;
+    await writeFile(shard, bytes);
+    const store = await backend().open(label());
+    await expect(publishArtifact(dir, store)).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      subject: shard,
+      message: expect.stringContaining("model/__1_0.distcp"),
+    });
+    expect(await store.head("model/__1_0.distcp")).toBeUndefined();
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
+    await expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
   });
 
   it("hashes the recorded payloads before adopting a committed archive, and refuses bytes that changed", async () => {

@@ -127,6 +127,7 @@ export interface CommitOptions {
   readonly roles?: Readonly<Record<string, { readonly optimizerStep: number }>>;
   /** Multi-role boundary: the loop's opaque settings, recorded verbatim in `_SUCCESS`. */
   readonly loopState?: Readonly<Record<string, LoopStateValue>>;
+  readonly inventory?: readonly { readonly path: string; readonly size: number; readonly sha256: string }[];
 }
 
 /** How the archive copy of a save went. */

@@ -1,5 +1,6 @@
+import { pathProblem } from "@ckpt/manifest";
 import { z } from "zod";
-import { TrainerBindingError } from "../errors.js";
+import { type BindingErrorCode, TrainerBindingError } from "../errors.js";
 
 /** The protocol versions this sidecar speaks; `hello` picks the highest one the client offers too. */
 export const PROTOCOL_VERSIONS: readonly number[] = [1];
@@ -25,6 +26,44 @@ const envelopeSchema = z.strictObject({
 
 const pathText = z.string().min(1).max(4096);
 const nameText = z.string().min(1).max(255);
+
+/** A zod issue that carries the binding code to refuse with (instead of PROTOCOL_BAD_REQUEST). */
+function codedIssue(ctx: z.RefinementCtx, code: BindingErrorCode, message: string): void {
+  ctx.addIssue({ code: "custom", message, params: { bindingCode: code } });
+}
+
+/**
+ * One file the trainer wrote and hashed while writing it (ckpt_dcp's writer): its path relative
+ * to the save directory, POSIX, staying below it; checked here so a hostile path is refused before
+ * the manager touches anything.
+ */
+const inventoryEntry = z.strictObject({
+  path: z.string().superRefine((path, ctx) => {
+    const problem = pathProblem(path);
+    if (problem !== undefined) {
+      codedIssue(
+        ctx,
+        "INVENTORY_UNSAFE_PATH",
+        `${JSON.stringify(path.slice(0, 200))}: ${problem.reason} (${problem.code})`,
+      );
+    }
+  }),
+  size: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, "64 lower-case hex digits"),
+});
+
+/** At most one entry per path: two digests for one file cannot both be right. */
+const inventory = z
+  .array(inventoryEntry)
+  .max(1 << 16)
+  .superRefine((entries, ctx) => {
+    const seen = new Set<string>();
+    for (const { path } of entries) {
+      if (seen.has(path))
+        codedIssue(ctx, "INVENTORY_DUPLICATE_PATH", `${JSON.stringify(path)} is listed twice`);
+      seen.add(path);
+    }
+  });
 
 /**
  * The arguments of every op of protocol v1. Objects are strict: an unknown field is refused
@@ -70,7 +109,7 @@ const OP_ARGS = {
     validation: z.boolean().default(false),
     emergency: z.boolean().default(false),
   }),
-  commit: z.strictObject({ save_id: z.string().min(1).max(128) }),
+  commit: z.strictObject({ save_id: z.string().min(1).max(128), inventory: inventory.optional() }),
   complete_validation: z.strictObject({
     iteration: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER),
   }),
@@ -102,6 +141,18 @@ function describeIssues(error: z.ZodError, where: string): string {
     return `${path}: ${i.message}`;
   });
   return issues.join("; ");
+}
+
+/** The binding code a coded issue asks for, when one of the issues is coded. */
+function issueCode(error: z.ZodError): BindingErrorCode | undefined {
+  for (const issue of error.issues) {
+    const code =
+      issue.code === "custom"
+        ? (issue.params as { bindingCode?: BindingErrorCode } | undefined)?.bindingCode
+        : undefined;
+    if (code !== undefined) return code;
+  }
+  return undefined;
 }
 
 function isOpName(op: string): op is OpName {
@@ -151,7 +202,7 @@ export function parseRequest(line: string): Request | RejectedLine {
     return {
       id,
       error: new TrainerBindingError(
-        "PROTOCOL_BAD_REQUEST",
+        issueCode(args.error) ?? "PROTOCOL_BAD_REQUEST",
         `bad arguments for ${op}: ${describeIssues(args.error, "args")}`,
         { kind: "input" },
       ),

@@ -1,10 +1,10 @@
-"""Runs test_client.py one test at a time and writes {test id: {"ok", "detail"}} as JSON to argv[1]."""
+"""Runs a test module (argv[2], default test_client) one test at a time and writes
+{test id: {"ok", "detail"}} as JSON to argv[1]."""
 
+import importlib
 import json
 import sys
 import unittest
-
-import test_client
 
 
 def walk(suite):
@@ -15,9 +15,9 @@ def walk(suite):
             yield test
 
 
-def main(path):
+def main(path, module):
     outcomes = {}
-    for test in walk(unittest.defaultTestLoader.loadTestsFromModule(test_client)):
+    for test in walk(unittest.defaultTestLoader.loadTestsFromModule(importlib.import_module(module))):
         result = unittest.TestResult()
         test.run(result)
         problems = result.errors + result.failures
@@ -28,4 +28,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "test_client")

@@ -1,0 +1,70 @@
+// Runs one Python test module (test/python/<module>.py) against the built sidecar in one Python
+// process, then reports one vitest case per Python test so a failure names it.
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it, TestRunner } from "vitest";
+import { PYTHON_CLIENT_DIR } from "../src/package-files.js";
+
+const HERE = join(import.meta.dirname, "python");
+/** The built sidecar, or `$CKPT_TRAINER_BIN_JS` (a pinned copy that a concurrent rebuild cannot remove). */
+const BIN = process.env.CKPT_TRAINER_BIN_JS ?? join(import.meta.dirname, "..", "dist", "bin.js");
+
+type Outcomes = Record<string, { ok: boolean; detail: string }>;
+
+/**
+ * One vitest case per test of `module`, run by `python` (an interpreter path, or a function giving
+ * it, called only in a run that keeps torch-tagged tests).
+ */
+export function pythonSuite(title: string, module: string, python: string | (() => string)): void {
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build @ckpt/trainer-binding first`);
+  const env = {
+    ...process.env,
+    PYTHONPATH: `${PYTHON_CLIENT_DIR}:${HERE}`,
+    CKPT_TRAINER_BIN: `${process.execPath} ${BIN}`,
+    NODE_NO_WARNINGS: "1",
+  };
+  const interpreter = (): string => (typeof python === "string" ? python : python());
+
+  /** The Python test ids, listed before any runs so each becomes a named case. */
+  function listTests(): string[] {
+    const code = `import run_tests, ${module}, unittest\nfor t in run_tests.walk(unittest.defaultTestLoader.loadTestsFromModule(${module})): print(t.id())`;
+    const listed = spawnSync(interpreter(), ["-c", code, "/dev/null"], { env, encoding: "utf8" });
+    if (listed.status !== 0)
+      throw new Error(`listing the Python tests of ${module} failed:\n${listed.stderr}`);
+    return listed.stdout.trim().split("\n");
+  }
+
+  let outcomes: Outcomes | undefined;
+  let log = "";
+  async function runAll(): Promise<Outcomes> {
+    if (outcomes !== undefined) return outcomes;
+    const dir = await testdir(`ckpt-${module}-`);
+    const file = join(dir, "outcomes.json");
+    const run = spawnSync(interpreter(), [join(HERE, "run_tests.py"), file, module], {
+      env: { ...env, TMPDIR: dir },
+      encoding: "utf8",
+      timeout: 600_000,
+    });
+    log = `${run.stdout}\n${run.stderr}`;
+    if (run.status !== 0) throw new Error(`the Python test driver failed:\n${log}`);
+    outcomes = JSON.parse(readFileSync(file, "utf8")) as Outcomes;
+    return outcomes;
+  }
+
+  // Listing starts Python at collection, so it happens only in a run that keeps torch-tagged tests.
+  const ids = TestRunner.matchesTags(["torch"])
+    ? listTests()
+    : ["skipped: the run excludes torch-tagged tests"];
+
+  describe(title, () => {
+    for (const id of ids) {
+      it(id.replace(new RegExp(`^${module}\\.`), ""), { timeout: 600_000 }, async () => {
+        const outcome = (await runAll())[id];
+        expect(outcome, `no outcome for ${id}\n${log}`).toBeDefined();
+        expect(outcome!.ok, outcome!.detail).toBe(true);
+      });
+    }
+  });
+}

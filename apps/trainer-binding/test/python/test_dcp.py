@@ -1,0 +1,274 @@
+"""Tests of ckpt_dcp.py with PyTorch 2 on 2 gloo ranks, through a live sidecar (run by dcp.test.ts).
+
+Environment: PYTHONPATH holds the client's directory and this one; CKPT_TRAINER_BIN runs the built
+sidecar; the interpreter is the PyTorch 2 one.
+"""
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+import torch.multiprocessing as mp
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import Shard, distribute_tensor
+
+from ckpt_dcp import DESCRIPTION_FILES, CkptDcpError, HashingFileSystemReader, HashingFileSystemWriter, inventory_of, refusal_of
+from torch.distributed.checkpoint.api import CheckpointException
+from ckpt_trainer_client import CkptTrainerError, RankGroup, Sidecar, fsync_file
+
+WORLD = 2
+
+
+def full_state():
+    """What the ranks save, as full tensors: a sharded weight, a replicated bias, a plain value."""
+    return {"weight": torch.arange(64 * 32, dtype=torch.float32).reshape(64, 32) / 7,
+            "bias": torch.linspace(-1, 1, 32), "step": 3}
+
+
+def sharded_state(mesh):
+    state = full_state()
+    state["weight"] = distribute_tensor(state["weight"], mesh, [Shard(0)])
+    return state
+
+
+def rank_main(rank, root, out):
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(root, "pg"), rank=rank, world_size=WORLD)
+    mesh = init_device_mesh("cpu", (WORLD,))
+
+    def broadcast(obj):
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def any_true(flag):
+        t = torch.tensor([int(flag)])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    group = RankGroup(rank, WORLD, Sidecar.spawn() if rank == 0 else None, broadcast, dist.barrier, any_true)
+    group.open({"save_every": 1, "save_async": False, "checkpoint_format": "dcp"}, os.path.join(root, "out"),
+               "proj", "grp", "run")
+    save = group.begin_save(1)
+    writers = {}
+    for name in ("model", "optim"):
+        writers[name] = HashingFileSystemWriter(save.targets[name])
+        dcp.save(sharded_state(mesh), storage_writer=writers[name])
+    if rank == 0:
+        for name in ("trainer", "data"):
+            torch.save({"name": name}, save.targets[name])
+            fsync_file(save.targets[name])
+    inventory = inventory_of(writers, save.dir)
+    refusal = None
+    try:
+        group.commit(save, inventory=[{"path": "../escape", "size": 1, "sha256": "0" * 64}] if rank == 0 else None)
+    except CkptTrainerError as error:
+        refusal = error.code
+    committed = group.commit(save, inventory=inventory)
+    group.finalize()
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump({"dir": save.dir, "inventory": inventory, "refusal": refusal, "committed": committed}, f)
+    else:
+        with open(out + ".1", "w") as f:
+            json.dump({"inventory": inventory, "refusal": refusal}, f)
+    dist.destroy_process_group()
+
+
+def sha256_of(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_model(reader):
+    """Loads the model component into full tensors in this one process (DCP reshards the weight)."""
+    state = {"weight": torch.zeros(64, 32), "bias": torch.zeros(32), "step": 0}
+    dcp.load(state, storage_reader=reader)
+    return state
+
+
+_saved = None
+
+
+def saved_checkpoint():
+    """The 2-rank save every test reads, made once per process (the driver runs tests one by one,
+    without class fixtures): its root, rank 0's result and rank 1's."""
+    global _saved
+    if _saved is None:
+        tmp = tempfile.TemporaryDirectory(prefix="ckpt-dcp-")
+        atexit.register(tmp.cleanup)
+        out = os.path.join(tmp.name, "result.json")
+        mp.start_processes(rank_main, args=(tmp.name, out), nprocs=WORLD, start_method="spawn")
+        with open(out) as f:
+            rank0 = json.load(f)
+        with open(out + ".1") as f:
+            rank1 = json.load(f)
+        _saved = (tmp.name, rank0, rank1)
+    return _saved
+
+
+class HashingWriterTests(unittest.TestCase):
+    def setUp(self):
+        self.root, self.result, self.rank1 = saved_checkpoint()
+
+    def test_the_inventory_lists_every_shard_and_metadata_with_the_files_sha256(self):
+        save_dir = self.result["dir"]
+        on_disk = sorted("%s/%s" % (name, f) for name in ("model", "optim")
+                         for f in os.listdir(os.path.join(save_dir, name)))
+        inventory = self.result["inventory"]
+        self.assertEqual([e["path"] for e in inventory], on_disk)
+        self.assertIn("model/.metadata", on_disk)
+        self.assertIn("model/__1_0.distcp", on_disk)  # rank 1's shard reached rank 0 through DCP's gather
+        for entry in inventory:
+            path = os.path.join(save_dir, entry["path"])
+            self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)), entry["path"])
+
+    def test_only_the_coordinator_has_the_inventory(self):
+        self.assertIsNone(self.rank1["inventory"])
+
+    def test_the_sidecar_commits_with_the_inventory_and_refuses_an_unsafe_path_first(self):
+        self.assertEqual(self.result["refusal"], "INVENTORY_UNSAFE_PATH")
+        self.assertEqual(self.rank1["refusal"], "INVENTORY_UNSAFE_PATH")
+        self.assertEqual(self.result["committed"]["status"], "committed")
+
+    def test_the_stock_reader_loads_what_the_writer_wrote(self):
+        state = load_model(FileSystemReader(os.path.join(self.result["dir"], "model")))
+        expected = full_state()
+        self.assertTrue(torch.equal(state["weight"], expected["weight"]))
+        self.assertTrue(torch.equal(state["bias"], expected["bias"]))
+        self.assertEqual(state["step"], 3)
+
+    def copy_of_model(self):
+        copy = os.path.join(self.root, "copy-%s" % self.id().rsplit(".", 1)[-1])
+        shutil.copytree(os.path.join(self.result["dir"], "model"), copy)
+        expected = {e["path"][len("model/"):]: e["sha256"] for e in self.result["inventory"]
+                    if e["path"].startswith("model/")}
+        return copy, expected
+
+    def test_the_hashing_reader_loads_intact_files(self):
+        copy, expected = self.copy_of_model()
+        state = load_model(HashingFileSystemReader(copy, expected))
+        self.assertTrue(torch.equal(state["weight"], full_state()["weight"]))
+
+    def test_the_hashing_reader_refuses_a_file_changed_by_one_byte_naming_it(self):
+        copy, expected = self.copy_of_model()
+        victim = os.path.join(copy, "__1_0.distcp")
+        with open(victim, "r+b") as f:
+            f.seek(os.path.getsize(victim) // 2)
+            byte = f.read(1)
+            f.seek(-1, os.SEEK_CUR)
+            f.write(bytes([byte[0] ^ 1]))
+        with self.assertRaises(CheckpointException) as caught:
+            load_model(HashingFileSystemReader(copy, expected))
+        refusal = refusal_of(caught.exception)
+        self.assertEqual(refusal.code, "DCP_DIGEST_MISMATCH")
+        self.assertIn(victim, str(refusal))
+
+    def test_the_hashing_reader_refuses_a_file_without_a_recorded_digest(self):
+        copy, expected = self.copy_of_model()
+        del expected["__0_0.distcp"]
+        with self.assertRaises(CheckpointException) as caught:
+            load_model(HashingFileSystemReader(copy, expected))
+        refusal = refusal_of(caught.exception)
+        self.assertEqual(refusal.code, "DCP_DIGEST_MISSING")
+        self.assertIn("__0_0.distcp", str(refusal))
+
+    def copy_with_manifest_digests(self, digests):
+        """A copy of the checkpoint whose manifest records (or not, per ``digests``) the inventory's digests."""
+        copy = os.path.join(self.root, "iter-%s" % self.id().rsplit(".", 1)[-1])
+        shutil.copytree(self.result["dir"], copy)
+        manifest_path = os.path.join(copy, DESCRIPTION_FILES[0])  # a full checkpoint's
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        recorded = {e["path"]: e["sha256"] for e in self.result["inventory"]}
+        for component in manifest["physical_components"]:
+            for entry in component.get("files", ()):
+                entry.pop("sha256", None)
+                if digests:
+                    entry["sha256"] = recorded["%s/%s" % (component["path"], entry["path"])]
+        with open(manifest_path, "w") as f:
+            json.dump(manifest, f)
+        return copy
+
+    def test_the_hashing_reader_takes_the_digests_from_the_checkpoints_manifest(self):
+        copy = self.copy_with_manifest_digests(True)
+        state = load_model(HashingFileSystemReader.from_manifest(copy, "model"))
+        self.assertTrue(torch.equal(state["weight"], full_state()["weight"]))
+
+    def test_a_manifest_without_digests_is_refused_naming_it(self):
+        copy = self.copy_with_manifest_digests(False)
+        with self.assertRaises(CkptDcpError) as caught:
+            HashingFileSystemReader.from_manifest(copy, "model")
+        self.assertEqual(caught.exception.code, "DCP_DIGEST_MISSING")
+        self.assertIn(DESCRIPTION_FILES[0], str(caught.exception))
+
+
+class WriterThreadsTests(unittest.TestCase):
+    def test_several_writer_threads_and_a_file_per_item_hash_every_file(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-dcp-threads-") as root:
+            writer = HashingFileSystemWriter(root, thread_count=3, single_file_per_rank=False)
+            state = {"t%d" % i: torch.full((1000 + i,), float(i)) for i in range(7)}
+            state["step"] = 9
+            dcp.save(state, storage_writer=writer)  # one process: it is its own coordinator
+            self.assertEqual(sorted(e["path"] for e in writer.inventory), sorted(os.listdir(root)))
+            self.assertEqual(len(writer.inventory), 9)  # 8 items, one file each, and .metadata
+            for entry in writer.inventory:
+                path = os.path.join(root, entry["path"])
+                self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)))
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "train_fsdp2.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_example(root, *extra):
+    """Both ranks of examples/train_fsdp2.py (as torchrun starts them); their exit codes and rank 0's result."""
+    port = free_port()
+    result = os.path.join(root, "result.json")
+    ranks = [subprocess.Popen([sys.executable, EXAMPLE, "--output-root", os.path.join(root, "out"), "--steps", "6",
+                               "--save-every", "2", "--result", result, *extra],
+                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                       MASTER_PORT=str(port)))
+             for rank in range(2)]
+    codes = [p.wait(timeout=600) for p in ranks]
+    outcome = None
+    if os.path.exists(result):
+        with open(result) as f:
+            outcome = json.load(f)
+        os.unlink(result)
+    return codes, outcome
+
+
+class Fsdp2ExampleTests(unittest.TestCase):
+    def test_the_fsdp2_example_resumes_bit_exactly_after_sigkill(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-fsdp2-") as root:
+            codes, straight = run_example(os.path.join(root, "straight"))
+            self.assertEqual(codes, [0, 0])
+            self.assertEqual(straight["step"], 6)
+            killed_root = os.path.join(root, "killed")
+            codes, _ = run_example(killed_root, "--kill-at-step", "5")
+            self.assertEqual(codes, [-signal.SIGKILL, -signal.SIGKILL])
+            codes, resumed = run_example(killed_root)
+            self.assertEqual(codes, [0, 0])
+            self.assertTrue(resumed["resumed_from"].endswith("iter_000000004"), resumed["resumed_from"])
+            self.assertEqual(resumed["digest"], straight["digest"])
+
+
+if __name__ == "__main__":
+    unittest.main()
