@@ -1,4 +1,16 @@
-import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { join } from "node:path";
 import {
   hashFile,
@@ -545,5 +557,27 @@ describe("mergeExperts: recovery after a crash in the swap", () => {
       code: "MERGE_FOREIGN_FILES",
       file: f.staging,
     });
+  });
+
+  it.each([
+    ["a symbolic link to a directory at the staging name", "staging", "link"],
+    ["a symbolic link at the previous name", "previous", "link"],
+    ["a FIFO at the staging name", "staging", "fifo"],
+  ] as const)("refuses %s: coded, nothing followed or removed", async (_, side, what) => {
+    const f = await fixture();
+    const parent = join(f.root, "run/checkpoint_artifacts");
+    await mkdir(parent, { recursive: true });
+    const target = join(f.root, "elsewhere");
+    await mkdir(target);
+    await writeFile(join(target, "keep.txt"), "not ckpt's");
+    const path = join(parent, `.iter_000000300.merge-${side}`);
+    if (what === "link") await symlink(target, path);
+    else execFileSync("mkfifo", [path]);
+    await expect(mergeExperts({ mode: "avg", experts: f.experts, out: f.out })).rejects.toMatchObject({
+      code: "MERGE_FOREIGN_FILES",
+      file: path,
+    });
+    expect(await readdir(target)).toEqual(["keep.txt"]);
+    expect((await lstat(path)).isDirectory()).toBe(false);
   });
 });
