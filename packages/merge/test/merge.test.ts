@@ -317,6 +317,21 @@ describe("mergeExperts: refusals before anything is written", () => {
     );
   });
 
+  it.each(["fifo", "zero"] as const)(
+    "an expert that is a %s: refused naming it, never waited on or read without end",
+    { timeout: 10_000 },
+    async (what) => {
+      const { experts, out, root } = await fixture();
+      const planted = join(root, `${what}.pt`);
+      if (what === "fifo") execFileSync("mkfifo", [planted]);
+      else await symlink("/dev/zero", planted);
+      const merged = mergeExperts({ mode: "avg", experts: [experts[0]!, planted], out });
+      await expect(merged).rejects.toMatchObject({ code: "MERGE_INPUT_UNREADABLE", file: planted });
+      await expect(merged).rejects.toThrow(planted);
+      expect(await readdir(tmp)).not.toContain("run");
+    },
+  );
+
   it("a base that is not a Hugging Face directory", async () => {
     const { experts, out, root } = await fixture();
     await refusedWithoutOutput({ mode: "tv", experts, base: join(root, "a"), out }, "MERGE_INPUT_UNREADABLE");

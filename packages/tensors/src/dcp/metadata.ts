@@ -1,4 +1,5 @@
-import { readFile, stat } from "node:fs/promises";
+import { describeRefusal, readRegularFile } from "@ckpt/errors";
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DType } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
@@ -249,24 +250,24 @@ function checkRelativePath(path: string, file: string): void {
 /** Reads `<dir>/.metadata` of a torch.distributed.checkpoint directory. */
 export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
   const path = join(dir, DCP_METADATA_FILE);
-  let info: Awaited<ReturnType<typeof stat>>;
-  try {
-    info = await stat(path);
-  } catch (cause) {
-    throw new TensorsError("DCP_METADATA_MISSING", `read DCP metadata ${path}: ${(cause as Error).message}`, {
-      kind: "input",
+  // The guarded open: a FIFO or device under the name is refused, never waited on or read unbounded.
+  const read = await readRegularFile(path, { maxBytes: MAX_PICKLE_BYTES });
+  if (!read.ok) {
+    const [code, kind] =
+      read.reason === "missing"
+        ? (["DCP_METADATA_MISSING", "input"] as const)
+        : read.reason === "too-large"
+          ? (["PICKLE_TOO_LARGE", "input"] as const)
+          : read.reason === "not-a-file"
+            ? (["DCP_METADATA_INVALID", "input"] as const)
+            : (["DCP_METADATA_INVALID", "failed"] as const);
+    throw new TensorsError(code, `read DCP metadata ${path}: ${describeRefusal(read)}.`, {
+      kind,
       file: path,
-      cause,
+      ...("cause" in read ? { cause: read.cause } : {}),
     });
   }
-  if (info.size > MAX_PICKLE_BYTES) {
-    throw new TensorsError(
-      "PICKLE_TOO_LARGE",
-      `read DCP metadata ${path}: ${info.size} bytes; max ${MAX_PICKLE_BYTES}`,
-      { kind: "input", file: path },
-    );
-  }
-  return parseDcpMetadata(new Uint8Array(await readFile(path)), path);
+  return parseDcpMetadata(read.bytes, path);
 }
 
 export type DcpProblemCode = "DCP_FILE_MISSING" | "DCP_FILE_SHORT" | "DCP_CHUNK_UNSTORED" | (string & {});
