@@ -1,6 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
+import {
+  type FileHandle,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  statfs,
+  unlink,
+} from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
 import { describeRefusal, readRegularFile } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
@@ -27,6 +38,7 @@ import {
   fileError,
   linkOutcome,
   META_DIR,
+  noSpace,
   payloadPath,
   type Sidecar,
   sidecarMetadata,
@@ -149,6 +161,23 @@ class FileStore implements ObjectStore {
     }
   }
 
+  /**
+   * Refuses early a write whose size is known to exceed the free space of the store's filesystem
+   * (statfs of the root, or of its nearest existing parent before the first write).
+   */
+  private async checkRoom(key: string, size: number): Promise<void> {
+    for (let dir = this.root; ; dir = dirname(dir)) {
+      try {
+        const { bavail, bsize } = await statfs(dir);
+        const free = bavail * bsize;
+        if (size > free) throw noSpace("put", key, this.uri, `${size} bytes to write, ${free} free`);
+        return;
+      } catch (error) {
+        if (!isMissing(error) || dir === dirname(dir)) throw error;
+      }
+    }
+  }
+
   /** Writes the body to a fresh temporary beside `final`, fsyncs it and checks size and digest. */
   private async writeTemp(
     key: string,
@@ -161,6 +190,7 @@ class FileStore implements ObjectStore {
     addAbortSignal(signal, stream);
     const dir = dirname(final);
     await this.confine("write", key, dir);
+    await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
     try {
@@ -200,16 +230,22 @@ class FileStore implements ObjectStore {
     const dir = dirname(path);
     await this.confine("write", key, dir);
     const tempPath = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
-    await this.inDirectory(dir, async () => {
-      const handle = await open(tempPath, "wx", 0o644);
-      try {
-        await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    });
-    await rename(tempPath, path);
+    try {
+      await this.inDirectory(dir, async () => {
+        const handle = await open(tempPath, "wx", 0o644);
+        try {
+          await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
+          await handle.sync();
+        } finally {
+          await handle.close();
+        }
+      });
+      await rename(tempPath, path);
+    } catch (error) {
+      // A full disk fails here too: leave no temporary behind.
+      await unlink(tempPath).catch(() => {});
+      throw error;
+    }
     return path;
   }
 
