@@ -253,19 +253,22 @@ export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
   // The guarded open: a FIFO or device under the name is refused, never waited on or read unbounded.
   const read = await readRegularFile(path, { maxBytes: MAX_PICKLE_BYTES });
   if (!read.ok) {
-    const [code, kind] =
+    const code =
       read.reason === "missing"
-        ? (["DCP_METADATA_MISSING", "input"] as const)
+        ? "DCP_METADATA_MISSING"
         : read.reason === "too-large"
-          ? (["PICKLE_TOO_LARGE", "input"] as const)
-          : read.reason === "not-a-file"
-            ? (["DCP_METADATA_INVALID", "input"] as const)
-            : (["DCP_METADATA_INVALID", "failed"] as const);
-    throw new TensorsError(code, `read DCP metadata ${path}: ${describeRefusal(read)}.`, {
-      kind,
-      file: path,
-      ...("cause" in read ? { cause: read.cause } : {}),
-    });
+          ? "PICKLE_TOO_LARGE"
+          : "DCP_METADATA_INVALID";
+    const kind = read.reason === "unreadable" ? "failed" : "input";
+    throw new TensorsError(
+      code,
+      `read DCP metadata ${path}: ${describeRefusal(read)}. It is the regular file torch.distributed.checkpoint writes last; restore it or use another checkpoint.`,
+      {
+        kind,
+        file: path,
+        ...("cause" in read ? { cause: read.cause } : {}),
+      },
+    );
   }
   return parseDcpMetadata(read.bytes, path);
 }
