@@ -6,3 +6,10 @@ export {
   messageOf,
   truncateForMessage,
 } from "./errors.js";
+export {
+  describeRefusal,
+  type OpenedRegularFile,
+  openRegularFile,
+  type RegularFileRefusal,
+  readRegularFile,
+} from "./regular-file.js";

@@ -1,4 +1,6 @@
-import { type FileHandle, open } from "node:fs/promises";
+import { describeRefusal, openRegularFile } from "@ckpt/errors";
+import type { FileHandle } from "node:fs/promises";
+import { ManifestError } from "./errors.js";
 
 /**
  * Random-access bytes: a local file, an object-store object, a buffer. Readers (safetensors,
@@ -13,16 +15,21 @@ export interface ByteSource {
   close(): Promise<void>;
 }
 
-/** A ByteSource over a local file, using positioned reads on one open handle. */
+/**
+ * A ByteSource over a local regular file, using positioned reads on one open handle. Opened through
+ * the guarded open (@ckpt/errors): a FIFO, device, socket or directory planted where a tensor file
+ * is expected is refused with FILE_NOT_REGULAR instead of hanging or reading without end; a
+ * missing or unreadable path throws its errno error, as before, for the caller's own code.
+ */
 export async function openFileByteSource(path: string): Promise<ByteSource> {
-  const handle = await open(path, "r");
-  try {
-    const { size } = await handle.stat();
-    return fileHandleByteSource(handle, path, size);
-  } catch (error) {
-    await handle.close();
-    throw error;
-  }
+  const opened = await openRegularFile(path, { maxBytes: Number.MAX_SAFE_INTEGER });
+  if (opened.ok) return fileHandleByteSource(opened.handle, path, opened.size);
+  if (opened.reason === "missing" || opened.reason === "unreadable") throw opened.cause;
+  throw new ManifestError(
+    "FILE_NOT_REGULAR",
+    `open ${describeRefusal(opened)}. Tensor and model files are regular files; replace it with the file itself.`,
+    { kind: "input", file: path },
+  );
 }
 
 /**

@@ -5,6 +5,7 @@ export type { ErrorKind } from "@ckpt/errors";
 /** Every code @ckpt/manifest raises (documented in docs/troubleshooting.md). */
 export type ManifestErrorCode =
   | "FILE_COMPARE_FAILED"
+  | "FILE_NOT_REGULAR"
   | "FS_FSYNC_FAILED"
   | "FS_LIST_FAILED"
   | "FS_REMOVE_FAILED"

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { open } from "node:fs/promises";
+import { open, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -91,4 +91,16 @@ describe("files that must be refused without being read", () => {
     expect(error).toMatchObject({ code: "RECORD_NOT_A_FILE" });
     expect(ms).toBeLessThan(MAX_CASE_MS);
   });
+
+  it.each(Object.entries(READERS))(
+    "%s: a link to /dev/zero under its name is refused, not read unbounded",
+    { timeout: 5000 },
+    async (record, read) => {
+      const path = join(dir, `${record}-zero`);
+      await symlink("/dev/zero", path);
+      const { error } = await refusal(read, path);
+      expect(error).toMatchObject({ code: "RECORD_NOT_A_FILE" });
+      expect(error?.message).toContain(path);
+    },
+  );
 });

@@ -10,6 +10,7 @@ import {
   type MergeComplete,
   type MergeRequest,
   openFileByteSource,
+  pathKind,
   writeFileAtomic,
 } from "@ckpt/manifest";
 import { drain, type LongOperation, withEvents } from "@ckpt/progress";
@@ -34,6 +35,7 @@ import {
   lockOutput,
   readOutputFacts,
   recoverInterruptedSwap,
+  sideNameOccupied,
   sidePaths,
   swapIntoPlace,
 } from "./internal/output.js";
@@ -290,7 +292,12 @@ async function build(
   const { staging } = sidePaths(request.iterDir);
   await mkdir(dirname(request.iterDir), { recursive: true });
   const lock = await takeLock(ctx);
-  await mkdir(staging);
+  try {
+    await mkdir(staging);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    throw sideNameOccupied(staging, await pathKind(staging));
+  }
   try {
     // The identity is hashed on worker threads while this thread merges.
     const hashing =

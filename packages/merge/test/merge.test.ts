@@ -1,4 +1,16 @@
-import { mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  rename,
+  rm,
+  stat,
+  symlink,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { join } from "node:path";
 import {
   hashFile,
@@ -305,6 +317,21 @@ describe("mergeExperts: refusals before anything is written", () => {
     );
   });
 
+  it.each(["fifo", "zero"] as const)(
+    "an expert that is a %s: refused naming it, never waited on or read without end",
+    { timeout: 10_000 },
+    async (what) => {
+      const { experts, out, root } = await fixture();
+      const planted = join(root, `${what}.pt`);
+      if (what === "fifo") execFileSync("mkfifo", [planted]);
+      else await symlink("/dev/zero", planted);
+      const merged = mergeExperts({ mode: "avg", experts: [experts[0]!, planted], out });
+      await expect(merged).rejects.toMatchObject({ code: "MERGE_INPUT_UNREADABLE", file: planted });
+      await expect(merged).rejects.toThrow(planted);
+      expect(await readdir(tmp)).not.toContain("run");
+    },
+  );
+
   it("a base that is not a Hugging Face directory", async () => {
     const { experts, out, root } = await fixture();
     await refusedWithoutOutput({ mode: "tv", experts, base: join(root, "a"), out }, "MERGE_INPUT_UNREADABLE");
@@ -545,5 +572,27 @@ describe("mergeExperts: recovery after a crash in the swap", () => {
       code: "MERGE_FOREIGN_FILES",
       file: f.staging,
     });
+  });
+
+  it.each([
+    ["a symbolic link to a directory at the staging name", "staging", "link"],
+    ["a symbolic link at the previous name", "previous", "link"],
+    ["a FIFO at the staging name", "staging", "fifo"],
+  ] as const)("refuses %s: coded, nothing followed or removed", async (_, side, what) => {
+    const f = await fixture();
+    const parent = join(f.root, "run/checkpoint_artifacts");
+    await mkdir(parent, { recursive: true });
+    const target = join(f.root, "elsewhere");
+    await mkdir(target);
+    await writeFile(join(target, "keep.txt"), "not ckpt's");
+    const path = join(parent, `.iter_000000300.merge-${side}`);
+    if (what === "link") await symlink(target, path);
+    else execFileSync("mkfifo", [path]);
+    await expect(mergeExperts({ mode: "avg", experts: f.experts, out: f.out })).rejects.toMatchObject({
+      code: "MERGE_FOREIGN_FILES",
+      file: path,
+    });
+    expect(await readdir(target)).toEqual(["keep.txt"]);
+    expect((await lstat(path)).isDirectory()).toBe(false);
   });
 });

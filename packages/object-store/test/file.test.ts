@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, readdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { beforeEach, describe, expect, it } from "vitest";
@@ -103,6 +104,63 @@ describe("file store specifics", () => {
     await expect(store.head("link")).resolves.toBeUndefined();
     await expect(store.get("link")).rejects.toMatchObject({ code: "STORE_NOT_FOUND" });
     expect(await keys(store)).toEqual([]);
+  });
+
+  describe("never leaves its root through a symbolic link (issue 16)", () => {
+    let outside: string;
+    beforeEach(async () => {
+      outside = join(root, "..", "outside");
+      await mkdir(join(outside, "x"), { recursive: true });
+      await writeFile(join(outside, "x", "planted"), "theirs");
+      await mkdir(root, { recursive: true });
+    });
+
+    const refused = { code: "STORE_UNSAFE_PATH", kind: "refused" };
+
+    it("a prefix directory that is a link: put, create, head, get, list and delete are refused", async () => {
+      await symlink(outside, join(root, "run"));
+      await expect(store.put("run/x/a", text("1"))).rejects.toMatchObject(refused);
+      await expect(store.createIfAbsent("run/x/b", text("1"))).rejects.toMatchObject(refused);
+      await expect(store.head("run/x/planted")).rejects.toMatchObject(refused);
+      await expect(store.get("run/x/planted")).rejects.toMatchObject(refused);
+      await expect(keys(store, "run/x/")).rejects.toMatchObject(refused);
+      await expect(store.delete("run/x/planted")).rejects.toMatchObject(refused);
+      expect(await tree(outside)).toEqual(["x/planted"]);
+    });
+
+    it("a .ckpt-meta that is a link: writes are refused before a byte lands outside", async () => {
+      await symlink(outside, join(root, ".ckpt-meta"));
+      await expect(store.put("a", text("1"))).rejects.toMatchObject(refused);
+      await expect(store.createIfAbsent("b", text("1"))).rejects.toMatchObject(refused);
+      expect(await tree(outside)).toEqual(["x/planted"]);
+      expect(await readdir(root)).toEqual([".ckpt-meta"]);
+    });
+
+    it("a link inside .ckpt-meta: reading and deleting an object's metadata are refused", async () => {
+      await store.put("run/a", text("1"));
+      await rm(join(root, ".ckpt-meta", "run"), { recursive: true });
+      await symlink(outside, join(root, ".ckpt-meta", "run"));
+      await expect(store.head("run/a")).rejects.toMatchObject(refused);
+      await expect(store.delete("run/a")).rejects.toMatchObject(refused);
+      expect(await tree(outside)).toEqual(["x/planted"]);
+    });
+  });
+
+  it("a FIFO at a key or at its sidecar never blocks: no object, or a coded refusal", {
+    timeout: 5000,
+  }, async () => {
+    await mkdir(root, { recursive: true });
+    execFileSync("mkfifo", [join(root, "fifo")]);
+    await expect(store.head("fifo")).resolves.toBeUndefined();
+    await expect(store.get("fifo")).rejects.toMatchObject({ code: "STORE_NOT_FOUND" });
+    const info = await store.put("a", text("1"));
+    const [sidecar] = await readdir(join(root, ".ckpt-meta"));
+    await rm(join(root, ".ckpt-meta", sidecar!));
+    execFileSync("mkfifo", [join(root, ".ckpt-meta", sidecar!)]);
+    const refusal = store.head("a");
+    await expect(refusal).rejects.toMatchObject({ code: "STORE_UNSAFE_PATH" });
+    await expect(refusal).rejects.toThrow(sidecar!);
+    expect(info.key).toBe("a");
   });
 
   it("refuses a key that collides with a directory of other keys", async () => {

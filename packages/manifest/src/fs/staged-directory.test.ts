@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdir, readdir, readFile, rename, symlink, writeFile } from "node:fs/promises";
+import { lstat, mkdir, readdir, readFile, rename, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
@@ -155,6 +155,18 @@ describe("ownership and removal", () => {
     await tree(dir, { notes: "mine", ...(record === undefined ? {} : { ".ours": record }) });
     await expect(removeOwnedDirectory(dir, { ownership: ownedByRecord, refuse })).rejects.toThrow(/FOREIGN/);
     expect(await readFile(join(dir, "notes"), "utf8")).toBe("mine");
+  });
+
+  it("refuses a symbolic link under the directory's name, even to a directory that is ours", async () => {
+    const { parent } = await scratch();
+    const target = join(parent, "ours-elsewhere");
+    await tree(target, { notes: "kept", ".ours": JSON.stringify({ tool: "test" }) });
+    expect(await ownedByRecord(target)).toMatchObject({ owned: true });
+    const link = join(parent, "out.previous");
+    await symlink(target, link);
+    await expect(removeOwnedDirectory(link, { ownership: ownedByRecord, refuse })).rejects.toThrow(/FOREIGN/);
+    expect((await readdir(target)).sort()).toEqual([".ours", "notes"]);
+    expect((await lstat(link)).isSymbolicLink()).toBe(true);
   });
 
   it("a FIFO in the record's place makes the directory foreign (it is never opened for a blocking read)", async () => {

@@ -130,8 +130,15 @@ export interface RemoveOwnedOptions {
   readonly recordsLast?: readonly string[];
 }
 
-/** Removes a directory only after its ownership check passes; absent is fine. Fsyncs the parent. */
+/**
+ * Removes a directory only after its ownership check passes; absent is fine, a symbolic link (or
+ * any non-directory) under the name is refused untouched. Fsyncs the parent.
+ */
 export async function removeOwnedDirectory(dir: string, options: RemoveOwnedOptions): Promise<void> {
+  const kind = await pathKind(dir);
+  if (kind === "absent") return;
+  // A link named like our directory would have its target's entries removed through it.
+  if (kind !== "dir") throw options.refuse(dir, "it is a symbolic link or not a directory, never followed");
   let names: string[];
   try {
     names = await readdir(dir);

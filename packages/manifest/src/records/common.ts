@@ -1,6 +1,4 @@
-import { truncateForMessage } from "@ckpt/errors";
-import { constants } from "node:fs";
-import { open } from "node:fs/promises";
+import { readRegularFile, truncateForMessage } from "@ckpt/errors";
 import { z } from "zod";
 import { ManifestError, type ManifestErrorCode } from "../errors.js";
 import { writeFileAtomic } from "../fs/atomic.js";
@@ -256,68 +254,51 @@ function parseRecordBytes<T>(spec: RecordSchema<T>, bytes: Uint8Array, name: str
   return result.value;
 }
 
-function tooLarge(name: string, size: number): ManifestError {
+function tooLarge(name: string, size: number, maxBytes = MAX_RECORD_BYTES): ManifestError {
   return new ManifestError(
     "RECORD_TOO_LARGE",
-    `read ${name}: the file is ${size} bytes; records are at most ${MAX_RECORD_BYTES} bytes. It is not a ckpt record.`,
+    `read ${name}: the file is ${size} bytes; it may be at most ${maxBytes} bytes. It is not a ckpt record.`,
     { kind: "input", file: name },
   );
 }
 
 /**
- * Reads at most `maxBytes` of a regular file. The size is checked on the open handle before a
- * byte is read, so an oversized file is refused at once; a file that grows while being read is
- * refused too. Opened non-blocking so a FIFO planted under a record name cannot hang the reader.
+ * Reads at most `maxBytes` of a regular file (@ckpt/errors' guarded open: a FIFO or device is
+ * refused without blocking, an oversized file before a byte is read, a growing one while read).
  */
 export async function readBoundedFile(
   path: string,
   maxBytes: number = MAX_RECORD_BYTES,
 ): Promise<Uint8Array> {
-  let handle: Awaited<ReturnType<typeof open>>;
-  try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (cause) {
-    const code = (cause as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") {
+  const read = await readRegularFile(path, { maxBytes });
+  if (read.ok) return read.bytes;
+  switch (read.reason) {
+    case "missing":
       throw new ManifestError("RECORD_NOT_FOUND", `read ${path}: the file does not exist.`, {
         kind: "input",
         file: path,
-        cause,
+        cause: read.cause,
       });
-    }
-    throw new ManifestError(
-      "RECORD_READ_FAILED",
-      `read ${path}: cannot open it (${code ?? "error"}). Check permissions.`,
-      { file: path, cause, kind: "failed" },
-    );
-  }
-  try {
-    const stats = await handle.stat();
-    if (!stats.isFile()) {
+    case "not-a-file":
       throw new ManifestError(
         "RECORD_NOT_A_FILE",
-        `read ${path}: it is not a regular file. Records are files.`,
+        `read ${path}: it is ${read.what}, not a regular file. Records are files; remove it.`,
         { kind: "input", file: path },
       );
-    }
-    if (stats.size > maxBytes) throw tooLarge(path, stats.size);
-    const buffer = new Uint8Array(stats.size + 1);
-    let filled = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
-      if (bytesRead === 0) break;
-      filled += bytesRead;
-      if (filled > stats.size) {
-        throw new ManifestError(
-          "RECORD_CHANGED_WHILE_READING",
-          `read ${path}: the file grew while it was being read. Retry once its writer has finished.`,
-          { file: path, kind: "transient" },
-        );
-      }
-    }
-    return buffer.subarray(0, filled);
-  } finally {
-    await handle.close();
+    case "too-large":
+      throw tooLarge(path, read.size, maxBytes);
+    case "grew":
+      throw new ManifestError(
+        "RECORD_CHANGED_WHILE_READING",
+        `read ${path}: the file grew while it was being read. Retry once its writer has finished.`,
+        { file: path, kind: "transient" },
+      );
+    case "unreadable":
+      throw new ManifestError(
+        "RECORD_READ_FAILED",
+        `read ${path}: cannot open it (${read.errno}). Check permissions.`,
+        { file: path, cause: read.cause, kind: "failed" },
+      );
   }
 }
 

@@ -30,6 +30,17 @@ const uploadedMarkerSchema = z
     files: inventorySchema(sizedFileEntrySchema).min(1),
   })
   .superRefine((m, ctx) => {
+    // A receipt listing itself would vouch for its own bytes: refused (issue 16).
+    m.files.forEach((f, i) => {
+      if (f.path === UPLOADED_MARKER_FILE) {
+        codedIssue(
+          ctx,
+          "RECORD_INCONSISTENT",
+          `${UPLOADED_MARKER_FILE} cannot list itself in its inventory`,
+          ["files", i, "path"],
+        );
+      }
+    });
     if (m.kind !== "artifact") return;
     // Artifact receipts gate deletion of the local copy, so every entry must be digest-verifiable.
     m.files.forEach((f, i) => {

@@ -15,6 +15,7 @@ import {
   parseStrictJson,
   decideSwapRecovery,
   pathKind,
+  type PathKind,
   readBoundedFile,
   recoverSwap,
   removeOwnedDirectory,
@@ -215,6 +216,21 @@ function removeOwnDirectory(dir: string): Promise<void> {
   });
 }
 
+/**
+ * A file, symbolic link, FIFO or socket at a merge's own side name: never followed, replaced or
+ * removed (issue 16), whether found before a build or met by its `mkdir`.
+ */
+export function sideNameOccupied(side: string, kind: PathKind): MergeError {
+  const what =
+    kind === "file" ? "a file" : kind === "dir" ? "a directory" : "a symbolic link, FIFO or socket";
+  return new MergeError(
+    "MERGE_FOREIGN_FILES",
+    `merge: ${side} (a merge's own staging name) is ${what}, not a merge's directory. ` +
+      "Move it elsewhere; nothing was followed or changed.",
+    { kind: "refused", file: side },
+  );
+}
+
 export type RecoveryAction = "finished-swap" | "undid-swap" | "removed-previous" | "removed-staging";
 
 /**
@@ -240,6 +256,10 @@ export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryA
   });
   await recoverSwap(paths, step);
   if (step !== "none") actions.push(step === "finish" ? "finished-swap" : "undid-swap");
+  for (const side of [previous, staging]) {
+    const kind = await pathKind(side);
+    if (kind === "file" || kind === "other") throw sideNameOccupied(side, kind);
+  }
   if ((await pathKind(previous)) === "dir") {
     await removeOwnDirectory(previous);
     actions.push("removed-previous");

@@ -45,8 +45,14 @@ describe("file store layout", () => {
     expect(fileError("put", "k", "file:///r", errno("EROFS"))).toMatchObject({ code: "STORE_ACCESS_DENIED" });
     expect(fileError("put", "k", "file:///r", errno("EISDIR"))).toMatchObject({ code: "STORE_INVALID_KEY" });
     expect(fileError("put", "k", "file:///r", errno("ENOSPC"))).toMatchObject({
-      code: "STORE_REQUEST_FAILED",
+      code: "STORE_NO_SPACE",
+      kind: "failed",
       message: expect.stringContaining("ENOSPC"),
+    });
+    expect(fileError("put", "k", "file:///r", errno("EDQUOT"))).toMatchObject({ code: "STORE_NO_SPACE" });
+    expect(fileError("put", "k", "file:///r", errno("EIO"))).toMatchObject({
+      code: "STORE_REQUEST_FAILED",
+      message: expect.stringContaining("EIO"),
     });
   });
 });

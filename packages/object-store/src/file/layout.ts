@@ -82,6 +82,9 @@ export function fileError(action: string, key: string, uri: string, error: unkno
       { kind: "refused", subject: key, cause: error },
     );
   }
+  if (code === "ENOSPC" || code === "EDQUOT") {
+    return noSpace(action, key, uri, code, error);
+  }
   if (code === "EISDIR" || code === "ENOTDIR" || code === "EEXIST") {
     return new ObjectStoreError(
       "STORE_INVALID_KEY",
@@ -95,4 +98,22 @@ export function fileError(action: string, key: string, uri: string, error: unkno
     subject: key,
     cause: error,
   });
+}
+
+/**
+ * The filesystem under the store is full (or the quota reached): nothing was stored under the key
+ * and the write's temporary is gone, so freeing space and running again is all it takes.
+ */
+export function noSpace(
+  action: string,
+  key: string,
+  uri: string,
+  detail: string,
+  cause?: unknown,
+): ObjectStoreError {
+  return new ObjectStoreError(
+    "STORE_NO_SPACE",
+    `${action} ${key} in ${uri}: no space left (${detail}). Nothing was stored under the key and no temporary was left; free space and run again.`,
+    { kind: "failed", subject: key, ...(cause === undefined ? {} : { cause }) },
+  );
 }

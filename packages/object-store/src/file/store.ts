@@ -7,12 +7,13 @@ import {
   mkdir,
   open,
   readdir,
-  readFile,
   rename,
   rmdir,
+  statfs,
   unlink,
 } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { dirname, join, relative, sep } from "node:path";
+import { describeRefusal, readRegularFile } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import { abortError, checkedChunks, openBody } from "../internal/body.js";
@@ -37,6 +38,7 @@ import {
   fileError,
   linkOutcome,
   META_DIR,
+  noSpace,
   payloadPath,
   type Sidecar,
   sidecarMetadata,
@@ -50,6 +52,9 @@ export interface FileStoreOptions {
   /** Default per-call timeout (ms). */
   readonly timeoutMs?: number;
 }
+
+/** A sidecar holds a few metadata values; anything larger is not one this store wrote. */
+const MAX_SIDECAR_BYTES = 64 * 1024;
 
 /** mkdir -p racing a concurrent delete's empty-directory pruning settles within a few rounds. */
 const MAX_DIRECTORY_RACES = 5;
@@ -105,6 +110,36 @@ class FileStore implements ObjectStore {
     return fileError(action, key, this.uri, error);
   }
 
+  /**
+   * Refuses `dir` (a directory at or below the root) when one of its components below the root is
+   * a symbolic link: the store writes, reads, lists and deletes only inside its root, and a link
+   * there (a prefix or `.ckpt-meta` swapped for one) could lead anywhere (issue 16). Components
+   * that do not exist yet are fine: mkdir creates real directories. The root itself may be a link.
+   */
+  private async confine(action: string, key: string, dir: string): Promise<void> {
+    const below = relative(this.root, dir);
+    if (below === "") return;
+    let current = this.root;
+    for (const name of below.split(sep)) {
+      current = join(current, name);
+      let linked: boolean;
+      try {
+        linked = (await lstat(current)).isSymbolicLink();
+      } catch (error) {
+        if (isMissing(error)) return;
+        throw error;
+      }
+      if (linked) {
+        throw new ObjectStoreError(
+          "STORE_UNSAFE_PATH",
+          `${action} ${key} in ${this.uri}: ${current} is a symbolic link; a file store never follows a link ` +
+            "below its root, which could lead outside it. Replace the link with a real directory, or point the store at the directory itself.",
+          { kind: "refused", subject: key },
+        );
+      }
+    }
+  }
+
   /** mkdir -p, then `attempt`, repeating when a concurrent prune removed the directory in between. */
   private async inDirectory<T>(dir: string, attempt: () => Promise<T>): Promise<T> {
     for (let round = 1; ; round++) {
@@ -126,6 +161,23 @@ class FileStore implements ObjectStore {
     }
   }
 
+  /**
+   * Refuses early a write whose size is known to exceed the free space of the store's filesystem
+   * (statfs of the root, or of its nearest existing parent before the first write).
+   */
+  private async checkRoom(key: string, size: number): Promise<void> {
+    for (let dir = this.root; ; dir = dirname(dir)) {
+      try {
+        const { bavail, bsize } = await statfs(dir);
+        const free = bavail * bsize;
+        if (size > free) throw noSpace("put", key, this.uri, `${size} bytes to write, ${free} free`);
+        return;
+      } catch (error) {
+        if (!isMissing(error) || dir === dirname(dir)) throw error;
+      }
+    }
+  }
+
   /** Writes the body to a fresh temporary beside `final`, fsyncs it and checks size and digest. */
   private async writeTemp(
     key: string,
@@ -137,6 +189,8 @@ class FileStore implements ObjectStore {
     const { stream, size } = await openBody(key, body);
     addAbortSignal(signal, stream);
     const dir = dirname(final);
+    await this.confine("write", key, dir);
+    await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
     try {
@@ -174,22 +228,53 @@ class FileStore implements ObjectStore {
       metadata,
     };
     const dir = dirname(path);
+    await this.confine("write", key, dir);
     const tempPath = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
-    await this.inDirectory(dir, async () => {
-      const handle = await open(tempPath, "wx", 0o644);
-      try {
-        await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    });
-    await rename(tempPath, path);
+    try {
+      await this.inDirectory(dir, async () => {
+        const handle = await open(tempPath, "wx", 0o644);
+        try {
+          await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
+          await handle.sync();
+        } finally {
+          await handle.close();
+        }
+      });
+      await rename(tempPath, path);
+    } catch (error) {
+      // A full disk fails here too: leave no temporary behind.
+      await unlink(tempPath).catch(() => {});
+      throw error;
+    }
     return path;
+  }
+
+  /**
+   * The parsed sidecar of payload inode `ino`, or undefined when there is none or it is not JSON.
+   * Read through the guarded open: a FIFO, device or link planted there is refused, never waited on.
+   */
+  private async readSidecar(key: string, ino: bigint): Promise<unknown> {
+    const path = sidecarPath(this.root, key, ino);
+    await this.confine("read metadata of", key, dirname(path));
+    const read = await readRegularFile(path, { maxBytes: MAX_SIDECAR_BYTES, noFollow: true });
+    if (!read.ok) {
+      if (read.reason === "missing") return undefined;
+      throw new ObjectStoreError(
+        "STORE_UNSAFE_PATH",
+        `read metadata of ${key} in ${this.uri}: ${describeRefusal(read)}; this store writes its sidecars as small regular files. Remove it.`,
+        { kind: "refused", subject: key },
+      );
+    }
+    try {
+      return JSON.parse(new TextDecoder().decode(read.bytes));
+    } catch {
+      return undefined;
+    }
   }
 
   private async readInfo(key: string): Promise<ObjectInfo | undefined> {
     const final = payloadPath(this.root, key);
+    await this.confine("read", key, dirname(final));
     let stat: Awaited<ReturnType<typeof lstat>> & { ino: bigint; size: bigint; mtimeNs: bigint };
     try {
       stat = await lstat(final, { bigint: true });
@@ -198,13 +283,7 @@ class FileStore implements ObjectStore {
       throw error;
     }
     if (!stat.isFile()) return undefined;
-    let sidecar: unknown;
-    try {
-      sidecar = JSON.parse(await readFile(sidecarPath(this.root, key, stat.ino), "utf8"));
-    } catch (error) {
-      if (!isMissing(error) && !(error instanceof SyntaxError)) throw error;
-    }
-    const stored = sidecarMetadata(sidecar, stat);
+    const stored = sidecarMetadata(await this.readSidecar(key, stat.ino), stat);
     return {
       key,
       size: Number(stat.size),
@@ -327,8 +406,11 @@ class FileStore implements ObjectStore {
     validateKey(key);
     return this.run(key, options, async (signal) => {
       let handle: FileHandle;
+      const final = payloadPath(this.root, key);
       try {
-        handle = await open(payloadPath(this.root, key), constants.O_RDONLY | constants.O_NOFOLLOW);
+        await this.confine("get", key, dirname(final));
+        // Non-blocking, so a FIFO at the key opens at once and is then refused by its fstat.
+        handle = await open(final, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
       } catch (error) {
         if (isMissing(error) || errnoCode(error) === "ELOOP") throw noSuchObject(key, this.uri);
         throw this.failure("get", key, error);
@@ -404,6 +486,11 @@ class FileStore implements ObjectStore {
     const slash = prefix.lastIndexOf("/");
     const startKey = slash === -1 ? "" : prefix.slice(0, slash);
     const startDir = startKey === "" ? this.root : payloadPath(this.root, startKey);
+    try {
+      await this.confine("list", prefix, startDir);
+    } catch (error) {
+      throw this.failure("list", prefix, error);
+    }
     yield* this.walk(startDir, startKey, prefix, options?.signal);
   }
 
@@ -423,6 +510,7 @@ class FileStore implements ObjectStore {
     const final = payloadPath(this.root, key);
     await this.run(key, options, async () => {
       try {
+        await this.confine("delete", key, dirname(final));
         let ino: bigint;
         try {
           const stat = await lstat(final, { bigint: true });
@@ -434,6 +522,7 @@ class FileStore implements ObjectStore {
           throw error;
         }
         const sidecar = sidecarPath(this.root, key, ino);
+        await this.confine("delete", key, dirname(sidecar));
         await unlink(sidecar).catch(() => {});
         await this.syncDirectory(dirname(final)).catch(() => {});
         await this.prune(dirname(final), this.root);

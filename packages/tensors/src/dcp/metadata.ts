@@ -1,4 +1,5 @@
-import { readFile, stat } from "node:fs/promises";
+import { describeRefusal, readRegularFile } from "@ckpt/errors";
+import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DType } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
@@ -292,22 +293,25 @@ function checkRelativePath(path: string, file: string): void {
 /** Reads `<dir>/.metadata` of a torch.distributed.checkpoint directory. */
 export async function readDcpMetadata(dir: string): Promise<DcpMetadata> {
   const path = join(dir, DCP_METADATA_FILE);
-  let info: Awaited<ReturnType<typeof stat>>;
-  try {
-    info = await stat(path);
-  } catch (cause) {
-    throw new TensorsError("DCP_METADATA_MISSING", `read DCP metadata ${path}: ${(cause as Error).message}`, {
-      kind: "input",
-      file: path,
-      cause,
-    });
-  }
-  if (info.size > MAX_PICKLE_BYTES) {
+  // The guarded open: a FIFO or device under the name is refused, never waited on or read unbounded.
+  const read = await readRegularFile(path, { maxBytes: MAX_PICKLE_BYTES });
+  if (!read.ok) {
+    const code =
+      read.reason === "missing"
+        ? "DCP_METADATA_MISSING"
+        : read.reason === "too-large"
+          ? "PICKLE_TOO_LARGE"
+          : "DCP_METADATA_INVALID";
+    const kind = read.reason === "unreadable" ? "failed" : "input";
     throw new TensorsError(
-      "PICKLE_TOO_LARGE",
-      `read DCP metadata ${path}: ${info.size} bytes; max ${MAX_PICKLE_BYTES}`,
-      { kind: "input", file: path },
+      code,
+      `read DCP metadata ${path}: ${describeRefusal(read)}. It is the regular file torch.distributed.checkpoint writes last; restore it or use another checkpoint.`,
+      {
+        kind,
+        file: path,
+        ...("cause" in read ? { cause: read.cause } : {}),
+      },
     );
   }
-  return parseDcpMetadata(new Uint8Array(await readFile(path)), path);
+  return parseDcpMetadata(read.bytes, path);
 }

@@ -1,0 +1,64 @@
+// Issue 16: a full disk under a file:// store. Runs on a 2 MiB tmpfs mounted for the test (the
+// suite runs as root); a failed mount fails the suite rather than skipping it.
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdir, readdir, rm, rmdir } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { testdir } from "@ckpt/test-utils";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFileStore } from "../src/file/store.js";
+
+const MiB = 1024 * 1024;
+
+async function everyName(dir: string): Promise<string[]> {
+  return (await readdir(dir, { recursive: true })).map(String).sort();
+}
+
+describe("file store on a full disk", () => {
+  let mount: string;
+  beforeAll(async () => {
+    mount = join(await testdir("ckpt-full-disk-"), "tmpfs");
+    await mkdir(mount);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mount]);
+  });
+  afterAll(async () => {
+    execFileSync("umount", [mount]);
+    await rmdir(mount);
+  });
+
+  it("refuses early a body larger than the free space, leaving the previous object and nothing else", async () => {
+    const store = createFileStore({ root: join(mount, "store-a") });
+    const old = new Uint8Array(MiB / 2).fill(1);
+    await store.put("run/model.pt", old);
+    const before = await everyName(join(mount, "store-a"));
+    const refusal = store.put("run/model.pt", new Uint8Array(3 * MiB).fill(2));
+    await expect(refusal).rejects.toMatchObject({ code: "STORE_NO_SPACE", subject: "run/model.pt" });
+    await expect(refusal).rejects.toThrow("run/model.pt");
+    expect(await everyName(join(mount, "store-a"))).toEqual(before);
+    const kept = Buffer.concat(await (await store.get("run/model.pt")).toArray());
+    expect(kept.equals(Buffer.from(old))).toBe(true);
+    await store.delete("run/model.pt");
+  });
+
+  it("maps ENOSPC met while writing to STORE_NO_SPACE, cleans its temporary, and succeeds once space is freed", async () => {
+    const store = createFileStore({ root: join(mount, "store-b") });
+    // Fill the disk behind the store's back, after its free-space check passes.
+    await store.put("filler", new Uint8Array(MiB).fill(3));
+    const hog = join(mount, "hog");
+    const body = Readable.from(
+      (async function* () {
+        // dd stops (exit 1) when the disk is full: that is the point.
+        spawnSync("dd", ["if=/dev/zero", `of=${hog}`, "bs=64k", "count=100"], { stdio: "ignore" });
+        yield new Uint8Array(MiB / 2).fill(4);
+      })(),
+    );
+    const write = store.put("a/big", { stream: body, size: MiB / 2 });
+    await expect(write).rejects.toMatchObject({ code: "STORE_NO_SPACE", subject: "a/big" });
+    const names = await everyName(join(mount, "store-b"));
+    expect(names.filter((n) => n.includes(".ckpt-tmp."))).toEqual([]);
+    expect(await store.head("a/big")).toBeUndefined();
+    await rm(hog);
+    await store.put("a/big", new Uint8Array(MiB / 2).fill(4));
+    expect((await store.head("a/big"))?.size).toBe(MiB / 2);
+  });
+});
