@@ -1,12 +1,12 @@
 import { createHash } from "node:crypto";
-import { access, mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, rm, truncate, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ARTIFACT_MANIFEST, LATEST_POINTER } from "@ckpt/manifest";
 import { describe, expect, it } from "vitest";
 import {
   CHECKPOINT_DESCRIPTION_FILE,
   type CommitReport,
-  type ManagerError,
+  ManagerError,
   VALIDATION_STATE_FILE,
 } from "../src/index.js";
 import {
@@ -207,7 +207,44 @@ describe("saving a full checkpoint (local primary)", () => {
     expect(description.physical_components[0]!.files!.map((f) => f.path)).toEqual([
       ".metadata",
       "__0_0.distcp",
+      "__1_0.distcp",
     ]);
+  });
+
+  describe("dcp format: a component is committed only when `verify` finds it complete", () => {
+    const damaged: Array<[string, (dir: string) => Promise<unknown>, string, string]> = [
+      ["without .metadata", (d) => rm(join(d, ".metadata")), "DCP_METADATA_UNREADABLE", "optim/.metadata"],
+      [
+        "with a rank's shard missing",
+        (d) => rm(join(d, "__1_0.distcp")),
+        "DCP_FILE_MISSING",
+        "optim/__1_0.distcp",
+      ],
+      [
+        "with a truncated shard",
+        (d) => truncate(join(d, "__0_0.distcp"), 100),
+        "DCP_FILE_SHORT",
+        "optim/__0_0.distcp",
+      ],
+    ];
+    for (const [what, damage, problem, file] of damaged) {
+      it(`refuses optim/ ${what} (MANAGER_DCP_INCOMPLETE naming ${file}); no description, no pointer`, async () => {
+        const root = await tempRoot();
+        const { manager } = await openManager(root, { ...sync, save_every: 1, checkpoint_format: "dcp" });
+        const plan = manager.planSave(1, { cadence: true })!;
+        const session = await manager.beginSave(1, plan);
+        await writeTargets(session.targets);
+        await damage(session.targets.optim!);
+        const error = (await manager.commitSave(session).catch((e: unknown) => e)) as ManagerError;
+        expect(error).toBeInstanceOf(ManagerError);
+        expect(error.code).toBe("MANAGER_DCP_INCOMPLETE");
+        expect(error.kind).toBe("refused");
+        expect(error.message).toContain(`${problem} ${file}`);
+        expect(error.subject).toBe(join(session.dir, file));
+        expect(await exists(join(session.dir, CHECKPOINT_DESCRIPTION_FILE))).toBe(false);
+        expect(await exists(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"))).toBe(false);
+      });
+    }
   });
 
   it("a session is committed once", async () => {

@@ -155,7 +155,8 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
 /**
  * Commits a partial artifact through the publisher's commit (the same operation `ckpt artifact
  * commit` runs): payloads hashed and fsynced, native manifest written last. A committed directory
- * is refused, never re-committed.
+ * is refused, never re-committed; so is an incomplete DCP component (described first, as a full
+ * checkpoint is).
  */
 export async function commitArtifactLocal(
   dir: string,
@@ -164,6 +165,7 @@ export async function commitArtifactLocal(
   plan: readonly LogicalComponent[],
   producer: string,
 ): Promise<CommitRecord> {
+  await describeComponents(dir, iteration, format, plan, producer);
   try {
     const result = await commitArtifact(dir, { iteration, format, components: plan, producer });
     const bytes = await readFile(result.manifestPath);

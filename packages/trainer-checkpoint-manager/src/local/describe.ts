@@ -14,6 +14,7 @@ import {
   type PhysicalComponentName,
   physicalComponentPath,
 } from "@ckpt/manifest";
+import { verifyPath } from "@ckpt/verify";
 import { ManagerError, messageOf } from "../errors.js";
 import { entryKind } from "../internal/fs.js";
 
@@ -64,10 +65,29 @@ async function walk(root: string, dirs: string[]): Promise<Array<{ path: string;
 }
 
 /**
+ * Refuses a DCP component directory that `ckpt verify` would not pass: the one judge of DCP
+ * completeness is @ckpt/verify (`.metadata` present and readable, every chunk stored, every shard
+ * it references there and long enough). The message names the component and the first problem.
+ */
+async function requireCompleteDcp(dir: string, component: string): Promise<void> {
+  const absolute = join(dir, component);
+  const report = await verifyPath(absolute, { kind: "dcp" });
+  const first = report.problems[0];
+  if (first === undefined) return;
+  throw new ManagerError(
+    "MANAGER_DCP_INCOMPLETE",
+    `commit ${dir}: the DCP component ${component}/ is not complete: ${first.code} ${component}/${first.path}: ${first.message}` +
+      ` (${report.problems.length} problem(s); \`ckpt verify ${absolute}\` lists them). ` +
+      "Let every rank finish torch.distributed.checkpoint.save (rank 0 writes .metadata last) before committing.",
+    { kind: "refused", subject: join(absolute, first.path) },
+  );
+}
+
+/**
  * Describes the written components of `plan` in `dir` (which physical components exist, their
  * files and sizes) using the same component rules as an artifact commit: every planned logical
  * component needs its main payload, optional ones are described when present, both `x.pt` and
- * `x/` is a conflict. No hashing.
+ * `x/` is a conflict; a DCP component must be complete (`MANAGER_DCP_INCOMPLETE`). No hashing.
  */
 export async function describeComponents(
   dir: string,
@@ -120,6 +140,7 @@ export async function describeComponents(
         },
       );
     }
+    if (format === "dcp") await requireCompleteDcp(dir, c.path);
     for (const f of tree) {
       files.push(join(absolute, f.path));
       bytes += f.size;
