@@ -19,7 +19,7 @@ interface Status {
     iteration: number;
     latest: boolean;
     pastPointer: boolean;
-    complete: boolean;
+    complete: boolean | null;
     components: Array<{ name: string; path: string; kind: string; present: boolean; bytes: number }>;
     bytes: number;
     hasOptimizer: boolean;
@@ -67,8 +67,9 @@ describe("ckpt run status", () => {
     expect(lines[2]).toMatch(/^resume=auto would pick: iteration 30 \(/);
     expect(human).toMatch(/checkpoint\s+state\s+components\s+size\s+upload\s+validation/);
     expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
-    expect(human).toMatch(/\n\s+20\s+not resumable\s+model,optim\(missing\),trainer\s/);
-    expect(human).toContain("iteration 20: optim.pt is missing");
+    // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one).
+    expect(human).toMatch(/\n\s+20\s+older, not probed\s+-\s+-\s/);
+    expect(report.checkpoints.map((c) => c.complete)).toEqual([true, null, null]);
     expect(human).toMatch(/\n\s+15\s+model\s+/);
     expect(human).toContain("no problems");
   });
