@@ -13,7 +13,7 @@ export {
 // --- strict and canonical JSON, path safety (src/json, src/paths)
 export { type JsonValue, parseStrictJson } from "./json/strict.js";
 export { canonicalJson, compareCodePoints } from "./json/canonical.js";
-export { resolveInside } from "./paths/safe.js";
+export { type PathProblem, pathProblem, resolveInside } from "./paths/safe.js";
 
 // --- records: one object per record (`ARTIFACT_MANIFEST.read(path)`, `.parse`, `.serialize`,
 // `.validate`, `.write`, `.schema`, `.fileName`, `.version`), built by `recordApi` (src/records)
@@ -35,6 +35,8 @@ export {
   type PhysicalComponent,
   type PhysicalComponentName,
   ARTIFACT_MANIFEST,
+  CHECKPOINT_DESCRIPTION,
+  CHECKPOINT_DESCRIPTION_FILE,
   CHECKPOINT_FORMATS,
   LOGICAL_COMPONENTS,
   PHYSICAL_COMPONENTS,

@@ -128,10 +128,14 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
     const probe =
       candidate.iteration === pointed && bundle.newestCheckpoint !== null
         ? bundle.newestCheckpoint
-        : await probeLocalCheckpoint(candidate.dir, { needIteration: false, hashLegacyFile: false });
+        : await probeLocalCheckpoint(candidate.dir, {
+            needIteration: false,
+            hashLegacyFile: false,
+            digests: true,
+          });
     if ("missing" in probe) continue; // removed between the scan and the probe (a live run's retention)
     probes.set(candidate.dir, probe);
-    if (probe.problems.length === 0) break;
+    if (probe.problems.length === 0 && (probe.unreadable ?? []).length === 0) break;
   }
   const checkpoints: CheckpointStatus[] = [];
   for (const info of [...bundle.checkpoints].reverse()) {
@@ -157,6 +161,7 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
       });
       continue;
     }
+    const problems = [...probe.problems, ...(probe.unreadable ?? [])];
     const components: ComponentStatus[] = [];
     for (const [name, target] of Object.entries(probe.components)) {
       const directory = target.endsWith("/");
@@ -172,8 +177,8 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
     }
     checkpoints.push({
       ...row,
-      complete: probe.problems.length === 0,
-      problems: probe.problems,
+      complete: problems.length === 0,
+      problems,
       format: probe.format,
       components,
       bytes: components.reduce((sum, c) => sum + c.bytes, 0),

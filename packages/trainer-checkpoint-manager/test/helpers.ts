@@ -1,4 +1,4 @@
-import { cp, mkdir, writeFile } from "node:fs/promises";
+import { cp, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { writeTorchFile } from "@ckpt/tensors";
 import { onTestFinished } from "vitest";
@@ -81,7 +81,10 @@ export const DCP_FIXTURE = join(
   "dcp-p2",
 );
 
-/** Writes `bytes` at every file target and a real DCP directory (`DCP_FIXTURE`) at every directory target. */
+/**
+ * Writes a real torch.save file holding one U8 tensor of `size` bytes (each `fill`) at every file
+ * target and a real DCP directory (`DCP_FIXTURE`) at every directory target: resume opens them.
+ */
 export async function writeTargets(
   targets: ComponentTargets,
   options: { only?: ReadonlyArray<keyof ComponentTargets>; size?: number; fill?: number } = {},
@@ -98,7 +101,11 @@ export async function writeTargets(
       await cp(DCP_FIXTURE, target, { recursive: true });
     } else {
       await mkdir(dirname(target), { recursive: true });
-      await writeFile(target, bytes);
+      await writeTorchFile(target, {
+        tree: { state: { dtype: "U8", shape: [size] } },
+        provideTensor: () => bytes,
+        sync: false,
+      });
     }
   }
 }

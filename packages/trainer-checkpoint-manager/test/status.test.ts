@@ -88,7 +88,7 @@ describe("runStatus", () => {
     // No pointer: nothing committed, nothing probed.
     await rm(join(checkpointsRoot, "latest_checkpoint.txt"));
     expect(probed(await runStatus(manager.attemptDir))).toEqual([]);
-  });
+  }, 300_000);
 
   it("marks a save that never committed past the pointer; resume stays on the pointer", async () => {
     const root = await tempRoot();
