@@ -4,6 +4,7 @@
 // runStatus's (tested in @ckpt/trainer-checkpoint-manager); these check the table and exit codes.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -118,7 +119,14 @@ describe("ckpt run status", () => {
     const plan = manager.planSave(5, { validation: true })!;
     expect(plan.validation).toBe("pending");
     const session = await manager.beginSave(5, plan);
-    for (const name of ["model", "optim", "trainer"] as const) await writeFile(session.targets[name]!, name);
+    // Real torch.save files: the resume probe opens them as `ckpt verify` does.
+    for (const name of ["model", "optim", "trainer"] as const) {
+      await writeTorchFile(session.targets[name]!, {
+        tree: { [name]: { dtype: "U8", shape: [4] } },
+        provideTensor: () => new Uint8Array(4),
+        sync: false,
+      });
+    }
     await manager.commitSave(session);
     await manager.finalize();
     const { code, report, human } = await status(manager.attemptDir);
