@@ -26,7 +26,7 @@ interface Bundle {
     payloads: { path: string; local: boolean }[];
     receipt: { destination: { scheme: string } } | null;
   }[];
-  problems: { code: string; subject: string }[];
+  problems: { code: string; subject: string; message: string }[];
 }
 
 async function attempt(): Promise<{ root: string; attemptDir: string; artifactDir: string }> {

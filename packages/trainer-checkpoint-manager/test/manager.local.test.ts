@@ -481,7 +481,7 @@ describe("resume resolution (local)", () => {
     // Same size, other bytes: only a digest tells.
     const shard = join(saved.dir, "optim", "__0_0.distcp");
     const bytes = await readFile(shard);
-    bytes[bytes.length - 1] ^= 0xff;
+    bytes[bytes.length - 1]! ^= 0xff;
     await writeFile(shard, bytes);
     const unpinned = await openManager(root, { ...sync, resume: saved.dir });
     expect(await unpinned.manager.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 5 });

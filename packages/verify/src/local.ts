@@ -44,6 +44,11 @@ export interface LocalVerifyOptions {
    * and sizes only: what a trainer's resume checks when its checkpoint is not pinned.
    */
   readonly digests?: boolean;
+  /**
+   * Open every `.pt` component and check its structure (default true). False leaves them to the
+   * records' sizes (and digests); DCP directories are still checked for completeness.
+   */
+  readonly tensorFiles?: boolean;
   readonly signal?: AbortSignal;
   readonly onProgress?: (event: LocalVerifyEvent) => void;
 }
@@ -412,7 +417,7 @@ async function observe(
 /** Opens every `.pt` component (scans as asked) and checks every DCP directory. */
 async function checkTensors(ins: Inspection): Promise<void> {
   const { finite, crc, onProgress, signal } = ins.options;
-  for (const { rel, format } of ins.tensorFiles) {
+  for (const { rel, format } of ins.options.tensorFiles === false ? [] : ins.tensorFiles) {
     let report: Awaited<ReturnType<typeof verifyTensorFile>>;
     try {
       report = await verifyTensorFile(join(ins.root, rel), {

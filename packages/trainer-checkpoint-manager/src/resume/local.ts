@@ -38,8 +38,9 @@ export interface ProbeOptions {
   /** Hash a legacy single file (its own manifest) for a pinned resume; other manifests are always hashed (they are small). */
   readonly hashLegacyFile: boolean;
   /**
-   * Check the SHA-256 of every file whose record carries one, as `ckpt verify` does. Without it
-   * presence, sizes, readability and DCP completeness are checked, not the bulk bytes.
+   * Judge as `ckpt verify` does: every SHA-256 a record carries, every `.pt` opened. Without it a
+   * checkpoint the manager described is checked for presence, sizes and DCP completeness (its `.pt`
+   * files are not opened, its bulk bytes not read); an undescribed one still has its `.pt` opened.
    */
   readonly digests: boolean;
 }
@@ -61,7 +62,14 @@ async function verifiedProblems(
   dir: string,
   digests: boolean,
 ): Promise<{ problems: string[]; unreadable: string[] }> {
-  const report = await verifyCheckpointDir(dir, { digests });
+  const described = (
+    await Promise.all(
+      [CHECKPOINT_DESCRIPTION_FILE, MULTI_ROLE_SUCCESS.fileName, CONTROL_MANIFEST.fileName].map((name) =>
+        entryKind(join(dir, name)),
+      ),
+    )
+  ).some((kind) => kind !== "absent");
+  const report = await verifyCheckpointDir(dir, { digests, tensorFiles: digests || !described });
   // The validation record moves on (publication_pending -> published) after the archive upload
   // recorded it, so a receipt's size for it is stale by design; readValidation judges it.
   const found = report.problems.filter((p) => p.path.split("/").at(-1) !== VALIDATION_STATE_FILE);
