@@ -25,6 +25,7 @@ export const ALLOWED_EDGES = {
     "archive-reader",
     "archive-publisher",
     "retention",
+    "verify",
   ],
 };
 

@@ -26,7 +26,7 @@ interface Bundle {
     payloads: { path: string; local: boolean }[];
     receipt: { destination: { scheme: string } } | null;
   }[];
-  problems: { code: string; subject: string }[];
+  problems: { code: string; subject: string; message: string }[];
 }
 
 async function attempt(): Promise<{ root: string; attemptDir: string; artifactDir: string }> {
@@ -107,11 +107,15 @@ describe("ckpt evidence", () => {
     expect(code).toBe(1);
     expect(bundle.status).toBe("refused");
     expect(bundle.resume).toMatchObject({ kind: "refused", code: "MANAGER_RESUME_INCOMPLETE" });
-    expect(bundle.problems.map((p) => p.code)).toEqual([
-      "MANAGER_RESUME_INCOMPLETE",
-      "CHECKPOINT_INCOMPLETE",
+    // The refusal, then each problem verify finds (the truncated zip is unreadable and short).
+    const [refusal, ...found] = bundle.problems;
+    expect(refusal!.code).toBe("MANAGER_RESUME_INCOMPLETE");
+    expect(found.map((p) => p.code)).toEqual(["CHECKPOINT_INCOMPLETE", "CHECKPOINT_INCOMPLETE"]);
+    expect(found.map((p) => p.message.split(":")[0])).toEqual([
+      "FILE_UNREADABLE model.pt",
+      "VERIFY_SIZE_MISMATCH model.pt",
     ]);
-    expect(bundle.problems[1]!.subject).toContain("iter_000000030");
+    expect(found[0]!.subject).toContain("iter_000000030");
   }, 60_000);
 
   it("refuses a path that is not a directory (exit 2)", async () => {

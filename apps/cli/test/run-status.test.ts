@@ -4,6 +4,7 @@
 // runStatus's (tested in @ckpt/trainer-checkpoint-manager); these check the table and exit codes.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -19,7 +20,7 @@ interface Status {
     iteration: number;
     latest: boolean;
     pastPointer: boolean;
-    complete: boolean;
+    complete: boolean | null;
     components: Array<{ name: string; path: string; kind: string; present: boolean; bytes: number }>;
     bytes: number;
     hasOptimizer: boolean;
@@ -67,8 +68,9 @@ describe("ckpt run status", () => {
     expect(lines[2]).toMatch(/^resume=auto would pick: iteration 30 \(/);
     expect(human).toMatch(/checkpoint\s+state\s+components\s+size\s+upload\s+validation/);
     expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
-    expect(human).toMatch(/\n\s+20\s+not resumable\s+model,optim\(missing\),trainer\s/);
-    expect(human).toContain("iteration 20: optim.pt is missing");
+    // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one).
+    expect(human).toMatch(/\n\s+20\s+older, not probed\s+-\s+-\s/);
+    expect(report.checkpoints.map((c) => c.complete)).toEqual([true, null, null]);
     expect(human).toMatch(/\n\s+15\s+model\s+/);
     expect(human).toContain("no problems");
   });
@@ -117,7 +119,14 @@ describe("ckpt run status", () => {
     const plan = manager.planSave(5, { validation: true })!;
     expect(plan.validation).toBe("pending");
     const session = await manager.beginSave(5, plan);
-    for (const name of ["model", "optim", "trainer"] as const) await writeFile(session.targets[name]!, name);
+    // Real torch.save files: the resume probe opens them as `ckpt verify` does.
+    for (const name of ["model", "optim", "trainer"] as const) {
+      await writeTorchFile(session.targets[name]!, {
+        tree: { [name]: { dtype: "U8", shape: [4] } },
+        provideTensor: () => new Uint8Array(4),
+        sync: false,
+      });
+    }
     await manager.commitSave(session);
     await manager.finalize();
     const { code, report, human } = await status(manager.attemptDir);

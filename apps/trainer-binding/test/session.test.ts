@@ -1,8 +1,9 @@
 // The sidecar session over a real CheckpointManager on real directories: call order, open saves,
 // cadence, and what a trainer that goes away leaves behind.
 import { existsSync } from "node:fs";
-import { readFile, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Request } from "../src/protocol/messages.js";
@@ -48,9 +49,15 @@ type Save = {
   components: Array<{ name: string; path: string; kind: string }>;
 };
 
+/** Real torch.save files (resume opens them as `ckpt verify` does), one small tensor each. */
 async function writeTargets(save: Save): Promise<void> {
   for (const c of save.components) {
-    if (["model", "optim", "trainer"].includes(c.name)) await writeFile(c.path, `${c.name} at ${save.step}`);
+    if (!["model", "optim", "trainer"].includes(c.name)) continue;
+    await writeTorchFile(c.path, {
+      tree: { step: save.step, [c.name]: { dtype: "U8", shape: [4] } },
+      provideTensor: () => new Uint8Array(4),
+      sync: false,
+    });
   }
 }
 

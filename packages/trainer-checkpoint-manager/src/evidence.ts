@@ -117,7 +117,8 @@ async function artifactEvidence(
 export async function collectEvidence(attemptDir: string): Promise<EvidenceBundle> {
   const problems: EvidenceProblem[] = [];
   const checkpointsRoot = localCheckpointsRoot(attemptDir);
-  const pointer = await readLocalPointer(checkpointsRoot);
+  // The checkpoint resume would take is judged as `ckpt verify` judges it, digests included.
+  const pointer = await readLocalPointer(checkpointsRoot, true);
   const committed = await listCommittedArtifacts(attemptDir);
   const newestArtifact = committed.at(-1);
 
@@ -147,7 +148,7 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
       }
     }
   }
-  for (const problem of newestCheckpoint?.problems ?? []) {
+  for (const problem of [...(newestCheckpoint?.problems ?? []), ...(newestCheckpoint?.unreadable ?? [])]) {
     problems.push({
       code: "CHECKPOINT_INCOMPLETE" satisfies EvidenceProblemCode,
       subject: newestCheckpoint!.iterDir,

@@ -1,32 +1,11 @@
-import {
-  ARTIFACT_MANIFEST,
-  recordApi,
-  type ArtifactManifest,
-  LOGICAL_COMPONENTS,
-  type RecordSchema,
-} from "@ckpt/manifest";
+import { type ArtifactManifest, CHECKPOINT_DESCRIPTION, type RecordSchema, recordApi } from "@ckpt/manifest";
+
+export { CHECKPOINT_DESCRIPTION_FILE } from "@ckpt/manifest";
 import { z } from "zod";
 
-/**
- * The description of a full checkpoint, written into `checkpoints/iter_*` (and each role's
- * sub-directory of a multi-role boundary) after every component and before the pointer. It has
- * the artifact manifest's shape with the full plan as its logical components; its own file name
- * keeps it apart from an artifact's commit record. Its SHA-256 is what a pinned resume names.
- */
-export const CHECKPOINT_DESCRIPTION_FILE = ".posttrain-checkpoint.json";
-
-export const CHECKPOINT_DESCRIPTION_RECORD: RecordSchema<ArtifactManifest> = {
-  title: "full checkpoint description",
-  fileName: CHECKPOINT_DESCRIPTION_FILE,
-  versionField: "schema",
-  versions: [ARTIFACT_MANIFEST.version],
-  schema: ARTIFACT_MANIFEST.schema.refine((m) => m.logical_components.length === LOGICAL_COMPONENTS.length, {
-    message: "a full checkpoint lists every logical component (model, optimizer, training_state)",
-    path: ["logical_components"],
-  }),
-  normalize: ARTIFACT_MANIFEST.normalize,
-};
-export const checkpointDescription = recordApi(CHECKPOINT_DESCRIPTION_RECORD);
+/** The description of a full checkpoint (@ckpt/manifest's record; `verify` judges against it too). */
+export const CHECKPOINT_DESCRIPTION_RECORD: RecordSchema<ArtifactManifest> = CHECKPOINT_DESCRIPTION;
+export const checkpointDescription = CHECKPOINT_DESCRIPTION;
 
 /** The validation transaction of a full checkpoint. Local: this file, replaced atomically at each step. */
 export const VALIDATION_STATE_FILE = ".posttrain-validation.json";

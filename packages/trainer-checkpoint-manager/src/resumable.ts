@@ -35,8 +35,12 @@ export interface ResumableReport {
 export async function checkResumable(path: string, pin: string | null): Promise<ResumableReport> {
   // Under checkpoints/ (or checkpoint_artifacts/): its attempt holds the pointer and the artifacts.
   const where = classifyIterPath(path);
-  const probe = await probeLocalCheckpoint(path, { needIteration: true, hashLegacyFile: pin !== null });
-  const problems = "missing" in probe ? [] : probe.problems;
+  const probe = await probeLocalCheckpoint(path, {
+    needIteration: true,
+    hashLegacyFile: pin !== null,
+    digests: true,
+  });
+  const problems = "missing" in probe ? [] : [...probe.problems, ...(probe.unreadable ?? [])];
   const newestArtifact =
     where === undefined ? undefined : (await listCommittedArtifacts(where.attemptDir)).at(-1);
   let latest: boolean | null = null;

@@ -1,9 +1,10 @@
 // `ckpt run status`'s report: a run attempt at a glance, assembled from the evidence bundle and
-// the resume probe of every checkpoint (components on disk now, sizes, pointer, receipts, pending
-// validation, and what resume=auto would pick). Read-only; rendering is the caller's.
+// the resume probe of the resume candidates (components on disk now, sizes, pointer, receipts,
+// pending validation, and what resume=auto would pick). Read-only; rendering is the caller's.
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type ArtifactEvidence, collectEvidence, type EvidenceBundle } from "./evidence.js";
+import type { ProbedCheckpoint } from "./resume/decide.js";
 import { probeLocalCheckpoint } from "./resume/local.js";
 
 export interface ComponentStatus {
@@ -23,8 +24,11 @@ export interface CheckpointStatus {
   readonly latest: boolean;
   /** Beyond the iteration the pointer names (or no pointer): a save that never committed. */
   readonly pastPointer: boolean;
-  /** The probe found nothing missing or wrong. */
-  readonly complete: boolean;
+  /**
+   * The probe found nothing missing or wrong; null when it was not probed: past the pointer (never
+   * committed) or behind the newest complete checkpoint (see `resumeCandidates`).
+   */
+  readonly complete: boolean | null;
   readonly problems: readonly string[];
   readonly format: string;
   readonly components: readonly ComponentStatus[];
@@ -98,14 +102,66 @@ function resumeOf(bundle: EvidenceBundle): RunStatusReport["resume"] {
   return { decision: "refused", code: r.code, reason: r.message };
 }
 
-/** Assembles the status from the manager's evidence bundle and its probe of every checkpoint. Read-only. */
+/**
+ * The checkpoints worth probing, in the order to probe them: the committed ones (at or behind the
+ * iteration the pointer names; none without a pointer), newest first. The caller stops at the first
+ * complete one, so a root full of never-committed or long-superseded directories costs one probe. Pure.
+ */
+function resumeCandidates<T extends { readonly iteration: number }>(
+  checkpoints: readonly T[],
+  pointed: number | undefined,
+): T[] {
+  if (pointed === undefined) return [];
+  return checkpoints.filter((c) => c.iteration <= pointed).sort((a, b) => b.iteration - a.iteration);
+}
+
+/**
+ * Assembles the status from the manager's evidence bundle and the probes of the resume candidates,
+ * newest first up to the first complete one (the pointer's checkpoint, probed once by the
+ * evidence). Every other checkpoint is listed as retention scans it, unprobed. Read-only.
+ */
 export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
   const bundle = await collectEvidence(attemptDir);
   const pointed = bundle.latest.state === "present" ? bundle.latest.iteration : undefined;
+  const probes = new Map<string, ProbedCheckpoint>();
+  for (const candidate of resumeCandidates(bundle.checkpoints, pointed)) {
+    const probe =
+      candidate.iteration === pointed && bundle.newestCheckpoint !== null
+        ? bundle.newestCheckpoint
+        : await probeLocalCheckpoint(candidate.dir, {
+            needIteration: false,
+            hashLegacyFile: false,
+            digests: true,
+          });
+    if ("missing" in probe) continue; // removed between the scan and the probe (a live run's retention)
+    probes.set(candidate.dir, probe);
+    if (probe.problems.length === 0 && (probe.unreadable ?? []).length === 0) break;
+  }
   const checkpoints: CheckpointStatus[] = [];
   for (const info of [...bundle.checkpoints].reverse()) {
-    const probe = await probeLocalCheckpoint(info.dir, { needIteration: false, hashLegacyFile: false });
-    if ("missing" in probe) continue; // removed between the scan and the probe (a live run's retention)
+    const row = {
+      iteration: info.iteration,
+      dir: info.dir,
+      latest: info.isLatest === true,
+      pastPointer: pointed === undefined || info.iteration > pointed,
+      hasOptimizer: info.hasOptimizer,
+      upload: info.uploaded,
+    };
+    const probe = probes.get(info.dir);
+    if (probe === undefined) {
+      checkpoints.push({
+        ...row,
+        complete: null,
+        problems: [],
+        format: "unknown",
+        components: [],
+        bytes: 0,
+        validation: null,
+        manifestSha256: null,
+      });
+      continue;
+    }
+    const problems = [...probe.problems, ...(probe.unreadable ?? [])];
     const components: ComponentStatus[] = [];
     for (const [name, target] of Object.entries(probe.components)) {
       const directory = target.endsWith("/");
@@ -120,17 +176,12 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
       });
     }
     checkpoints.push({
-      iteration: info.iteration,
-      dir: info.dir,
-      latest: info.isLatest === true,
-      pastPointer: pointed === undefined || info.iteration > pointed,
-      complete: probe.problems.length === 0,
-      problems: probe.problems,
+      ...row,
+      complete: problems.length === 0,
+      problems,
       format: probe.format,
       components,
       bytes: components.reduce((sum, c) => sum + c.bytes, 0),
-      hasOptimizer: info.hasOptimizer,
-      upload: info.uploaded,
       validation: probe.validation ?? null,
       manifestSha256: probe.manifestSha256 ?? null,
     });

@@ -127,6 +127,13 @@ export interface CommitOptions {
   readonly roles?: Readonly<Record<string, { readonly optimizerStep: number }>>;
   /** Multi-role boundary: the loop's opaque settings, recorded verbatim in `_SUCCESS`. */
   readonly loopState?: Readonly<Record<string, LoopStateValue>>;
+  /**
+   * What the writer computed as it wrote (a hashing DCP StorageWriter passes it through the
+   * sidecar): paths relative to the save's directory (POSIX, e.g. "model/__0_0.distcp"), sizes and
+   * SHA-256. The description records these digests instead of reading the files again; files not
+   * listed are hashed by the manager. A path that is not safe and relative, not a regular file, or
+   * listed with another size than it has is refused (`MANAGER_INVENTORY_INVALID`).
+   */
   readonly inventory?: readonly { readonly path: string; readonly size: number; readonly sha256: string }[];
 }
 

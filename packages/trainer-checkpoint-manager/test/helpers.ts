@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { cp, mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { writeTorchFile } from "@ckpt/tensors";
 import { onTestFinished } from "vitest";
@@ -70,7 +70,21 @@ export async function openManager(
   return { manager, events };
 }
 
-/** Writes `bytes` at every file target and a small DCP directory (shards + .metadata) at every directory target. */
+/** A real DCP checkpoint (two ranks' shards and `.metadata`, written by torch.distributed.checkpoint). */
+export const DCP_FIXTURE = join(
+  import.meta.dirname,
+  "..",
+  "..",
+  "archive-reader",
+  "test",
+  "fixtures",
+  "dcp-p2",
+);
+
+/**
+ * Writes a real torch.save file holding one U8 tensor of `size` bytes (each `fill`) at every file
+ * target and a real DCP directory (`DCP_FIXTURE`) at every directory target: resume opens them.
+ */
 export async function writeTargets(
   targets: ComponentTargets,
   options: { only?: ReadonlyArray<keyof ComponentTargets>; size?: number; fill?: number } = {},
@@ -84,12 +98,14 @@ export async function writeTargets(
     if (target === undefined) continue;
     const bytes = Buffer.alloc(size, options.fill ?? name.charCodeAt(0));
     if (target.endsWith("/")) {
-      await mkdir(target, { recursive: true });
-      await writeFile(join(target, "__0_0.distcp"), bytes);
-      await writeFile(join(target, ".metadata"), Buffer.from(`metadata of ${name}`));
+      await cp(DCP_FIXTURE, target, { recursive: true });
     } else {
       await mkdir(dirname(target), { recursive: true });
-      await writeFile(target, bytes);
+      await writeTorchFile(target, {
+        tree: { state: { dtype: "U8", shape: [size] } },
+        provideTensor: () => bytes,
+        sync: false,
+      });
     }
   }
 }

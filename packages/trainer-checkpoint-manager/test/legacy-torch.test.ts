@@ -29,26 +29,30 @@ describe("explicit legacy resume placed by its trainer state (real torch.save fi
     await first.manager.finalize();
   }
 
-  it("a single-file checkpoint at or beyond the newest artifact resumes; behind it is refused", async () => {
-    const root = await tempRoot();
-    await attemptWithArtifactAt10(root);
-    const ahead = join(root, "legacy", "state-ahead.pt");
-    const behind = join(root, "legacy", "state-behind.pt");
-    await mkdir(join(root, "legacy"), { recursive: true });
-    await torchSave(ahead, '{"iter": 20, "optimizer_step": 20}');
-    await torchSave(behind, '{"iter": 5}');
-    const ok = await openManager(root, { ...raw, resume: ahead });
-    expect(await ok.manager.resolveResume()).toMatchObject({
-      kind: "checkpoint",
-      format: "legacy_file",
-      iteration: 20,
-      legacyFile: ahead,
-    });
-    const refused = await openManager(root, { ...raw, resume: behind });
-    await expect(refused.manager.resolveResume()).rejects.toMatchObject({
-      code: "MANAGER_RESUME_BEHIND_ARTIFACT",
-    });
-  });
+  it(
+    "a single-file checkpoint at or beyond the newest artifact resumes; behind it is refused",
+    async () => {
+      const root = await tempRoot();
+      await attemptWithArtifactAt10(root);
+      const ahead = join(root, "legacy", "state-ahead.pt");
+      const behind = join(root, "legacy", "state-behind.pt");
+      await mkdir(join(root, "legacy"), { recursive: true });
+      await torchSave(ahead, '{"iter": 20, "optimizer_step": 20}');
+      await torchSave(behind, '{"iter": 5}');
+      const ok = await openManager(root, { ...raw, resume: ahead });
+      expect(await ok.manager.resolveResume()).toMatchObject({
+        kind: "checkpoint",
+        format: "legacy_file",
+        iteration: 20,
+        legacyFile: ahead,
+      });
+      const refused = await openManager(root, { ...raw, resume: behind });
+      await expect(refused.manager.resolveResume()).rejects.toMatchObject({
+        code: "MANAGER_RESUME_BEHIND_ARTIFACT",
+      });
+    },
+    TORCH_TIMEOUT,
+  );
 
   it(
     "optimizer_step and iter that disagree place nothing: refused",

@@ -1,15 +1,16 @@
 import { createHash } from "node:crypto";
-import { access, mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, rm, truncate, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ARTIFACT_MANIFEST, LATEST_POINTER } from "@ckpt/manifest";
 import { describe, expect, it } from "vitest";
 import {
   CHECKPOINT_DESCRIPTION_FILE,
   type CommitReport,
-  type ManagerError,
+  ManagerError,
   VALIDATION_STATE_FILE,
 } from "../src/index.js";
 import {
+  DCP_FIXTURE,
   openManager,
   saveStep,
   steppingClock,
@@ -207,7 +208,44 @@ describe("saving a full checkpoint (local primary)", () => {
     expect(description.physical_components[0]!.files!.map((f) => f.path)).toEqual([
       ".metadata",
       "__0_0.distcp",
+      "__1_0.distcp",
     ]);
+  });
+
+  describe("dcp format: a component is committed only when `verify` finds it complete", () => {
+    const damaged: Array<[string, (dir: string) => Promise<unknown>, string, string]> = [
+      ["without .metadata", (d) => rm(join(d, ".metadata")), "DCP_METADATA_UNREADABLE", "optim/.metadata"],
+      [
+        "with a rank's shard missing",
+        (d) => rm(join(d, "__1_0.distcp")),
+        "DCP_FILE_MISSING",
+        "optim/__1_0.distcp",
+      ],
+      [
+        "with a truncated shard",
+        (d) => truncate(join(d, "__0_0.distcp"), 100),
+        "DCP_FILE_SHORT",
+        "optim/__0_0.distcp",
+      ],
+    ];
+    for (const [what, damage, problem, file] of damaged) {
+      it(`refuses optim/ ${what} (MANAGER_DCP_INCOMPLETE naming ${file}); no description, no pointer`, async () => {
+        const root = await tempRoot();
+        const { manager } = await openManager(root, { ...sync, save_every: 1, checkpoint_format: "dcp" });
+        const plan = manager.planSave(1, { cadence: true })!;
+        const session = await manager.beginSave(1, plan);
+        await writeTargets(session.targets);
+        await damage(session.targets.optim!);
+        const error = (await manager.commitSave(session).catch((e: unknown) => e)) as ManagerError;
+        expect(error).toBeInstanceOf(ManagerError);
+        expect(error.code).toBe("MANAGER_DCP_INCOMPLETE");
+        expect(error.kind).toBe("refused");
+        expect(error.message).toContain(`${problem} ${file}`);
+        expect(error.subject).toBe(join(session.dir, file));
+        expect(await exists(join(session.dir, CHECKPOINT_DESCRIPTION_FILE))).toBe(false);
+        expect(await exists(join(manager.attemptDir, "checkpoints", "latest_checkpoint.txt"))).toBe(false);
+      });
+    }
   });
 
   it("a session is committed once", async () => {
@@ -422,6 +460,86 @@ describe("resume resolution (local)", () => {
     });
   });
 
+  it("the description records every file's SHA-256; a pinned resume checks them, an unpinned one sizes only", async () => {
+    const root = await tempRoot();
+    const source = await openManager(root, { ...sync, save_every: 5, checkpoint_format: "dcp" });
+    const saved = committed(await saveStep(source.manager, 5, { cadence: true }));
+    const description = JSON.parse(await readFile(join(saved.dir, CHECKPOINT_DESCRIPTION_FILE), "utf8")) as {
+      physical_components: Array<{
+        path: string;
+        kind: string;
+        sha256?: string;
+        files?: Array<{ path: string; sha256?: string }>;
+      }>;
+    };
+    const recorded = description.physical_components.flatMap((c) =>
+      c.kind === "file" ? [[c.path, c.sha256]] : c.files!.map((f) => [`${c.path}/${f.path}`, f.sha256]),
+    );
+    expect(recorded.map(([path]) => path)).toEqual(expect.arrayContaining(["model/.metadata", "trainer.pt"]));
+    for (const [path, digest] of recorded)
+      expect(digest).toBe(sha256(await readFile(join(saved.dir, path!))));
+    // Same size, other bytes: only a digest tells.
+    const shard = join(saved.dir, "optim", "__0_0.distcp");
+    const bytes = await readFile(shard);
+    bytes[bytes.length - 1]! ^= 0xff;
+    await writeFile(shard, bytes);
+    const unpinned = await openManager(root, { ...sync, resume: saved.dir });
+    expect(await unpinned.manager.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 5 });
+    const pinned = await openManager(root, {
+      ...sync,
+      resume: saved.dir,
+      resume_sha256: saved.manifestSha256,
+    });
+    const error = (await pinned.manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+    expect(error.code).toBe("MANAGER_RESUME_INCOMPLETE");
+    expect(error.message).toContain("VERIFY_DIGEST_MISMATCH optim/__0_0.distcp");
+  });
+
+  it("the writer's inventory: its digests are recorded as given; a wrong size or an unsafe path is refused", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, { ...sync, save_every: 1, checkpoint_format: "dcp" });
+    let step = 0;
+    const written = async () => {
+      step += 1;
+      const session = await manager.beginSave(step, manager.planSave(step, { cadence: true })!);
+      await writeTargets(session.targets);
+      return session;
+    };
+    const size = (await readFile(join(DCP_FIXTURE, "__0_0.distcp"))).length;
+    const claimed = "ab".repeat(32);
+    for (const [entry, why] of [
+      [
+        { path: "model/__0_0.distcp", size: size + 1, sha256: claimed },
+        `with ${size + 1} bytes, but it has ${size}`,
+      ],
+      [{ path: "../model/__0_0.distcp", size, sha256: claimed }, "which is not a safe relative path"],
+      [{ path: "model/absent.distcp", size, sha256: claimed }, "which is not a regular file there"],
+    ] as const) {
+      const session = await written();
+      const refused = (await manager
+        .commitSave(session, { inventory: [entry] })
+        .catch((e: unknown) => e)) as ManagerError;
+      expect(refused.code).toBe("MANAGER_INVENTORY_INVALID");
+      expect(refused.message).toContain(why);
+    }
+    const session = await written();
+    const outcome = await manager.commitSave(session, {
+      inventory: [{ path: "model/__0_0.distcp", size, sha256: claimed }],
+    });
+    expect(outcome.status).toBe("committed");
+    const description = JSON.parse(
+      await readFile(join(session.dir, CHECKPOINT_DESCRIPTION_FILE), "utf8"),
+    ) as {
+      physical_components: Array<{ name: string; files?: Array<{ path: string; sha256: string }> }>;
+    };
+    const model = description.physical_components.find((c) => c.name === "model")!;
+    // The writer's digest, not a re-read (the bytes have another one); the unlisted shard was hashed.
+    expect(model.files!.find((f) => f.path === "__0_0.distcp")!.sha256).toBe(claimed);
+    expect(model.files!.find((f) => f.path === "__1_0.distcp")!.sha256).toBe(
+      sha256(await readFile(join(session.dir, "model", "__1_0.distcp"))),
+    );
+  });
+
   it("explicit: a pin on a legacy directory without a manifest is refused", async () => {
     const root = await tempRoot();
     const legacy = join(root, "old", "iter_000000007");
@@ -499,15 +617,12 @@ describe("resume resolution (local)", () => {
   it("explicit: an undescribed directory whose files exist but are not torch.save zips is refused", async () => {
     const root = await tempRoot();
     const legacy = join(root, "old", "iter_000000007");
-    await writeTargets({
-      model: join(legacy, "model.pt"),
-      optim: join(legacy, "optim.pt"),
-      trainer: join(legacy, "trainer.pt"),
-    });
+    await mkdir(legacy, { recursive: true });
+    for (const name of ["model.pt", "optim.pt", "trainer.pt"]) await writeFile(join(legacy, name), "garbage");
     const garbage = await openManager(root, { ...sync, resume: legacy });
     const error = (await garbage.manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
     expect(error.code).toBe("MANAGER_RESUME_UNREADABLE");
-    expect(error.message).toContain("model.pt is not a readable torch.save file");
+    expect(error.message).toContain("FILE_UNREADABLE model.pt");
     // One damaged component among sound ones is enough.
     await writeLegacyDir(legacy);
     await writeFile(join(legacy, "optim.pt"), "truncated");
@@ -518,7 +633,7 @@ describe("resume resolution (local)", () => {
     await mkdir(join(legacy, "optim"));
     await writeFile(join(legacy, "optim", "__0_0.distcp"), "shard");
     const dcp = await openManager(root, { ...sync, resume: legacy });
-    await expect(dcp.manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_UNREADABLE" });
+    await expect(dcp.manager.resolveResume()).rejects.toMatchObject({ code: "MANAGER_RESUME_INCOMPLETE" });
   });
 
   it("explicit: a checkpoint_artifacts/iter_* artifact is never a resume source (not 'incomplete')", async () => {

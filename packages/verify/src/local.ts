@@ -3,6 +3,7 @@ import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import {
   ARTIFACT_MANIFEST,
+  CHECKPOINT_DESCRIPTION,
   CONTROL_MANIFEST,
   MATERIALIZED_MARKER,
   MERGE_COMPLETE,
@@ -38,6 +39,16 @@ export interface LocalVerifyOptions {
   readonly finite?: boolean;
   /** Read every byte of `.pt` components and check each zip member's CRC-32. */
   readonly crc?: boolean;
+  /**
+   * Hash the files whose records carry a SHA-256 and compare (default true). False checks presence
+   * and sizes only: what a trainer's resume checks when its checkpoint is not pinned.
+   */
+  readonly digests?: boolean;
+  /**
+   * Open every `.pt` component and check its structure (default true). False leaves them to the
+   * records' sizes (and digests); DCP directories are still checked for completeness.
+   */
+  readonly tensorFiles?: boolean;
   readonly signal?: AbortSignal;
   readonly onProgress?: (event: LocalVerifyEvent) => void;
 }
@@ -227,8 +238,21 @@ async function inspectArtifactComponents(ins: Inspection, manifest: ArtifactMani
   }
 }
 
-/** A full checkpoint's components in the local layout: `<name>.pt` or `<name>/` for each physical name. */
+/**
+ * A full checkpoint's components in the local layout: `<name>.pt` or `<name>/` for each physical
+ * name, and every file the checkpoint manager's description (when there is one) records.
+ */
 async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void> {
+  const descriptionRel = `${prefix}${CHECKPOINT_DESCRIPTION.fileName}`;
+  const description = await ins.record(descriptionRel, CHECKPOINT_DESCRIPTION.read);
+  for (const f of description ? artifactPayloadFiles(description) : []) {
+    ins.expectations.push({
+      path: `${prefix}${f.path}`,
+      size: f.size,
+      ...(f.sha256 ? { sha256: f.sha256 } : {}),
+      record: descriptionRel,
+    });
+  }
   const present = new Map<string, "file" | "dir">();
   for (const name of PHYSICAL_COMPONENTS) {
     const file = await kindAt(join(ins.root, `${prefix}${name}.pt`));
@@ -341,6 +365,7 @@ async function observe(
       ins.expectations
         .filter(
           (e) =>
+            ins.options.digests !== false &&
             e.sha256 !== undefined &&
             observed.get(e.path)?.kind === "file" &&
             observed.get(e.path)?.size === e.size,
@@ -392,7 +417,7 @@ async function observe(
 /** Opens every `.pt` component (scans as asked) and checks every DCP directory. */
 async function checkTensors(ins: Inspection): Promise<void> {
   const { finite, crc, onProgress, signal } = ins.options;
-  for (const { rel, format } of ins.tensorFiles) {
+  for (const { rel, format } of ins.options.tensorFiles === false ? [] : ins.tensorFiles) {
     let report: Awaited<ReturnType<typeof verifyTensorFile>>;
     try {
       report = await verifyTensorFile(join(ins.root, rel), {
@@ -529,8 +554,9 @@ export async function verifyStagedDir(
  * sub-checkpoint per role), a copied direct object-store checkpoint (`.posttrain-manifest.json`,
  * DCP components, control files by size and SHA-256), or the local layout (`model.pt`|`model/`,
  * `trainer.pt` required; `optim`, `old`, `ref`, `data` when present; `.pt` files must open and DCP
- * directories be complete). An archive receipt, when present, must agree with the files that are
- * still here.
+ * directories be complete; every file the manager's description `.posttrain-checkpoint.json`
+ * records must be there with its size and, unless `digests: false`, its SHA-256). An archive
+ * receipt, when present, must agree with the files that are still here.
  */
 export async function verifyCheckpointDir(
   dir: string,

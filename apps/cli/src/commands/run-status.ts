@@ -12,6 +12,7 @@ interface RunStatusArgs {
 function stateOf(c: CheckpointStatus): string {
   if (c.latest) return c.complete ? "latest" : "latest, INCOMPLETE";
   if (c.pastPointer) return "not committed";
+  if (c.complete === null) return "older, not probed";
   return c.complete ? "complete" : "not resumable";
 }
 
@@ -44,8 +45,8 @@ function renderRunStatus(r: RunStatusReport): string {
         r.checkpoints.map((c) => [
           String(c.iteration),
           stateOf(c),
-          componentList(c),
-          formatBytes(c.bytes),
+          c.complete === null ? "-" : componentList(c),
+          c.complete === null ? "-" : formatBytes(c.bytes),
           c.upload,
           c.validation ?? "-",
         ]),
@@ -73,7 +74,7 @@ function renderRunStatus(r: RunStatusReport): string {
   }
   for (const p of r.pendingValidation)
     lines.push(`pending validation: iteration ${p.iteration} (${p.state})`);
-  for (const c of r.checkpoints.filter((x) => !x.complete && !x.pastPointer)) {
+  for (const c of r.checkpoints.filter((x) => x.complete === false && !x.pastPointer)) {
     lines.push(`iteration ${c.iteration}: ${c.problems.join("; ")}`);
   }
   lines.push("", r.problems.length === 0 ? "no problems" : `${r.problems.length} problem(s):`);

@@ -6,6 +6,7 @@ Environment: PYTHONPATH holds the client's directory; CKPT_TRAINER_BIN runs the 
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,6 +17,10 @@ import unittest
 from ckpt_trainer_client import CkptTrainerError, RankGroup, Sidecar, fsync_tree
 
 BIN = shlex.split(os.environ["CKPT_TRAINER_BIN"])
+# A real two-rank DCP checkpoint (shards and .metadata written by torch.distributed.checkpoint):
+# the manager commits a DCP component only when it is complete.
+DCP_FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "packages",
+                           "archive-reader", "test", "fixtures", "dcp-p2")
 
 
 # What these tests' stand-in trainer has: no moving old policy or reference (the manager offers
@@ -24,17 +29,16 @@ HAS = ("model", "optim", "trainer", "data")
 
 
 def write_components(save):
-    """Stand-in state: a few bytes per component (the manager describes bytes, it does not unpickle)."""
+    """Stand-in state: a small torch.save file per file component (resume opens them as `ckpt verify`
+    does), a real DCP directory per directory component."""
+    import torch
     for name, path in save.targets.items():
         if name not in HAS:
             continue
         if name in save.directories:
-            os.makedirs(path, exist_ok=True)
-            with open(os.path.join(path, "__0_0.distcp"), "wb") as f:
-                f.write(b"shard " + name.encode())
+            shutil.copytree(DCP_FIXTURE, path, dirs_exist_ok=True)
         else:
-            with open(path, "wb") as f:
-                f.write(b"state " + name.encode())
+            torch.save({"state": name}, path)
         fsync_tree(path)
 
 
@@ -311,8 +315,10 @@ class RankGroupTests(Workspace):
             save = group.begin_save(2)
             for name in ("model", "optim"):
                 os.makedirs(save.targets[name], exist_ok=True)
-                with open(os.path.join(save.targets[name], "__%d_0.distcp" % group.rank), "wb") as f:
-                    f.write(b"rank %d" % group.rank)
+                shard = "__%d_0.distcp" % group.rank
+                shutil.copyfile(os.path.join(DCP_FIXTURE, shard), os.path.join(save.targets[name], shard))
+                if group.rank == 0:
+                    shutil.copyfile(os.path.join(DCP_FIXTURE, ".metadata"), os.path.join(save.targets[name], ".metadata"))
             if group.rank == 0:
                 for name in {"trainer", "data"}:
                     with open(save.targets[name], "wb") as f:
@@ -327,7 +333,7 @@ class RankGroupTests(Workspace):
         self.assertEqual(results[0], results[1])
         self.assertEqual(results[0][1:], ("fresh", results[0][2], 2, False))
         shards = sorted(os.listdir(os.path.join(results[0][2], "model")))
-        self.assertEqual(shards, ["__0_0.distcp", "__1_0.distcp"])
+        self.assertEqual(shards, [".metadata", "__0_0.distcp", "__1_0.distcp"])
 
     def test_a_refusal_on_rank0_is_raised_on_every_rank(self):
         results, errors = self.run_ranks(lambda group: group.resume())  # before open

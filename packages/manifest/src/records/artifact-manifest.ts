@@ -155,18 +155,43 @@ const artifactManifestSchema = z
 /** The native manifest of a checkpoint artifact, `.posttrain-checkpoint-artifact.json`, committed last. */
 export type ArtifactManifest = z.infer<typeof artifactManifestSchema>;
 
+function normalizeArtifactManifest(m: ArtifactManifest): ArtifactManifest {
+  return {
+    ...m,
+    physical_components: [...m.physical_components]
+      .sort((a, b) => PHYSICAL_COMPONENTS.indexOf(a.name) - PHYSICAL_COMPONENTS.indexOf(b.name))
+      .map((c) => (c.kind === "dir" ? { ...c, files: sortByPath(c.files) } : c)),
+  };
+}
+
 export const ARTIFACT_MANIFEST = recordApi<ArtifactManifest, typeof ARTIFACT_MANIFEST_VERSION>({
   title: "artifact manifest",
   fileName: ARTIFACT_MANIFEST_FILE,
   versionField: "schema",
   versions: [ARTIFACT_MANIFEST_VERSION],
   schema: artifactManifestSchema,
-  normalize: (m) => ({
-    ...m,
-    physical_components: [...m.physical_components]
-      .sort((a, b) => PHYSICAL_COMPONENTS.indexOf(a.name) - PHYSICAL_COMPONENTS.indexOf(b.name))
-      .map((c) => (c.kind === "dir" ? { ...c, files: sortByPath(c.files) } : c)),
+  normalize: normalizeArtifactManifest,
+});
+
+/**
+ * The description of a full checkpoint, written by the trainer checkpoint manager into
+ * `checkpoints/iter_*` (and each role's sub-directory of a multi-role boundary) after every
+ * component and before the pointer. It has the artifact manifest's shape with the full plan as its
+ * logical components; its own file name keeps it apart from an artifact's commit record. Its
+ * SHA-256 is what a pinned resume names; `verify` judges a checkpoint's files against it.
+ */
+export const CHECKPOINT_DESCRIPTION_FILE = ".posttrain-checkpoint.json";
+
+export const CHECKPOINT_DESCRIPTION = recordApi<ArtifactManifest, typeof ARTIFACT_MANIFEST_VERSION>({
+  title: "full checkpoint description",
+  fileName: CHECKPOINT_DESCRIPTION_FILE,
+  versionField: "schema",
+  versions: [ARTIFACT_MANIFEST_VERSION],
+  schema: artifactManifestSchema.refine((m) => m.logical_components.length === LOGICAL_COMPONENTS.length, {
+    message: "a full checkpoint lists every logical component (model, optimizer, training_state)",
+    path: ["logical_components"],
   }),
+  normalize: normalizeArtifactManifest,
 });
 
 /**

@@ -21,7 +21,13 @@ import {
   validationRecord,
 } from "../records.js";
 import type { ValidationState } from "../types.js";
-import { describeComponents, fsyncDescribed } from "./describe.js";
+import {
+  checkInventory,
+  describeComponents,
+  digestDescribed,
+  fsyncDescribed,
+  type InventoryEntry,
+} from "./describe.js";
 
 export interface CommitRecord {
   /** Absolute path of the commit record (description, `_SUCCESS` or artifact manifest). */
@@ -41,20 +47,23 @@ function commitFailed(what: string, error: unknown): ManagerError {
 }
 
 /**
- * Describes a full (sub-)checkpoint, makes its payload durable and writes its description. The
- * directory is fsynced afterwards (`sealDirectory`), covering the payload entries and the description.
+ * Describes a full (sub-)checkpoint, makes its payload durable and writes its description with
+ * every file's SHA-256 (the writer's from `known`, paths relative to `dir`; the rest hashed here).
+ * The directory is fsynced afterwards (`sealDirectory`), covering the payload entries and the description.
  */
 async function describeAndWrite(
   dir: string,
   iteration: number,
   format: CheckpointFormat,
   producer: string,
+  known: ReadonlyMap<string, string>,
 ): Promise<CommitRecord> {
   const described = await describeComponents(dir, iteration, format, FULL_PLAN, producer);
   await fsyncDescribed(dir, described);
+  const manifest = await digestDescribed(dir, described.manifest, known);
   const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
   try {
-    const bytes = checkpointDescription.serialize(described.manifest);
+    const bytes = checkpointDescription.serialize(manifest);
     const written = await writeFileAtomic(path, bytes, { fsyncDirectory: false });
     return { path, sha256: written.sha256, bytes: described.bytes };
   } catch (error) {
@@ -110,23 +119,35 @@ export interface FullCommitRequest {
     readonly commits: Readonly<Record<string, { readonly optimizerStep: number }>>;
     readonly loopState?: Readonly<Record<string, LoopStateValue>>;
   };
+  /** The writer's digests (`CommitOptions.inventory`), paths relative to `iterDir`. */
+  readonly inventory?: readonly InventoryEntry[];
+}
+
+/** The digests under `prefix` (a role's directory), re-keyed relative to it. Pure. */
+function digestsUnder(digests: ReadonlyMap<string, string>, prefix: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [path, sha256] of digests)
+    if (path.startsWith(prefix)) out.set(path.slice(prefix.length), sha256);
+  return out;
 }
 
 /**
- * Commits a local full checkpoint whose components are written: describe and fsync everything,
- * write the description (each role's, then `_SUCCESS`, for a multi-role boundary) and the
+ * Commits a local full checkpoint whose components are written: check the writer's inventory,
+ * describe and fsync everything, take each file's SHA-256 (the writer's, else hashed), write the description (each role's, then `_SUCCESS`, for a multi-role boundary) and the
  * validation record when pending. The caller writes `latest_checkpoint.txt` afterwards.
  */
 export async function commitFullLocal(request: FullCommitRequest): Promise<CommitRecord> {
   const { iterDir, iteration, format, producer } = request;
+  const known = await checkInventory(iterDir, request.inventory ?? []);
   let record: CommitRecord;
   if (request.roles === undefined) {
-    record = await describeAndWrite(iterDir, iteration, format, producer);
+    record = await describeAndWrite(iterDir, iteration, format, producer, known);
   } else {
     let bytes = 0;
     for (const role of request.roles.names) {
       const roleDir = join(iterDir, role);
-      bytes += (await describeAndWrite(roleDir, iteration, format, producer)).bytes;
+      bytes += (await describeAndWrite(roleDir, iteration, format, producer, digestsUnder(known, `${role}/`)))
+        .bytes;
       await sealDirectory(roleDir);
     }
     const roles: Record<string, { optimizer_step: number }> = {};
@@ -155,7 +176,8 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
 /**
  * Commits a partial artifact through the publisher's commit (the same operation `ckpt artifact
  * commit` runs): payloads hashed and fsynced, native manifest written last. A committed directory
- * is refused, never re-committed.
+ * is refused, never re-committed; so is an incomplete DCP component (described first, as a full
+ * checkpoint is).
  */
 export async function commitArtifactLocal(
   dir: string,
@@ -164,6 +186,7 @@ export async function commitArtifactLocal(
   plan: readonly LogicalComponent[],
   producer: string,
 ): Promise<CommitRecord> {
+  await describeComponents(dir, iteration, format, plan, producer);
   try {
     const result = await commitArtifact(dir, { iteration, format, components: plan, producer });
     const bytes = await readFile(result.manifestPath);

@@ -7,13 +7,16 @@ import {
   type CheckpointFormat,
   compareCodePoints,
   fsyncDirectory,
+  hashFiles,
   type LogicalComponent,
   mapPool,
   PHYSICAL_COMPONENTS,
   type PhysicalComponent,
   type PhysicalComponentName,
+  pathProblem,
   physicalComponentPath,
 } from "@ckpt/manifest";
+import { verifyPath } from "@ckpt/verify";
 import { ManagerError, messageOf } from "../errors.js";
 import { entryKind } from "../internal/fs.js";
 
@@ -21,7 +24,7 @@ import { entryKind } from "../internal/fs.js";
 const FSYNC_CONCURRENCY = 8;
 
 export interface DescribedComponents {
-  /** The description (artifact-manifest shape), sizes only: the training path does not hash. */
+  /** The description (artifact-manifest shape), sizes only (`digestDescribed` adds the SHA-256s). */
   readonly manifest: ArtifactManifest;
   /** Every payload file, absolute. */
   readonly files: readonly string[];
@@ -64,10 +67,29 @@ async function walk(root: string, dirs: string[]): Promise<Array<{ path: string;
 }
 
 /**
+ * Refuses a DCP component directory that `ckpt verify` would not pass: the one judge of DCP
+ * completeness is @ckpt/verify (`.metadata` present and readable, every chunk stored, every shard
+ * it references there and long enough). The message names the component and the first problem.
+ */
+async function requireCompleteDcp(dir: string, component: string): Promise<void> {
+  const absolute = join(dir, component);
+  const report = await verifyPath(absolute, { kind: "dcp" });
+  const first = report.problems[0];
+  if (first === undefined) return;
+  throw new ManagerError(
+    "MANAGER_DCP_INCOMPLETE",
+    `commit ${dir}: the DCP component ${component}/ is not complete: ${first.code} ${component}/${first.path}: ${first.message}` +
+      ` (${report.problems.length} problem(s); \`ckpt verify ${absolute}\` lists them). ` +
+      "Let every rank finish torch.distributed.checkpoint.save (rank 0 writes .metadata last) before committing.",
+    { kind: "refused", subject: join(absolute, first.path) },
+  );
+}
+
+/**
  * Describes the written components of `plan` in `dir` (which physical components exist, their
  * files and sizes) using the same component rules as an artifact commit: every planned logical
  * component needs its main payload, optional ones are described when present, both `x.pt` and
- * `x/` is a conflict. No hashing.
+ * `x/` is a conflict; a DCP component must be complete (`MANAGER_DCP_INCOMPLETE`). No hashing.
  */
 export async function describeComponents(
   dir: string,
@@ -120,6 +142,7 @@ export async function describeComponents(
         },
       );
     }
+    if (format === "dcp") await requireCompleteDcp(dir, c.path);
     for (const f of tree) {
       files.push(join(absolute, f.path));
       bytes += f.size;
@@ -163,4 +186,80 @@ export async function fsyncDescribed(dir: string, described: DescribedComponents
       cause: error,
     });
   }
+}
+
+/** A writer's record of one file it wrote (`CommitOptions.inventory`). */
+export interface InventoryEntry {
+  readonly path: string;
+  readonly size: number;
+  readonly sha256: string;
+}
+
+function inventoryInvalid(dir: string, entry: InventoryEntry, why: string): ManagerError {
+  return new ManagerError(
+    "MANAGER_INVENTORY_INVALID",
+    `commit ${dir}: the writer's inventory lists ${JSON.stringify(entry.path)}, ${why}. ` +
+      "List each file the save wrote by its path relative to the save's directory, with the size and SHA-256 it was written with.",
+    { kind: "refused", subject: dir },
+  );
+}
+
+/**
+ * Checks a writer's inventory against the save's directory: every path safe and relative, a
+ * regular file there, with the size listed, and a lower-case hex SHA-256. Returns the digests by
+ * path; refuses the first entry that disagrees (`MANAGER_INVENTORY_INVALID`).
+ */
+export async function checkInventory(
+  dir: string,
+  inventory: readonly InventoryEntry[],
+): Promise<Map<string, string>> {
+  const digests = new Map<string, string>();
+  for (const entry of inventory) {
+    const problem = pathProblem(entry.path);
+    if (problem !== undefined)
+      throw inventoryInvalid(dir, entry, `which is not a safe relative path (${problem.reason})`);
+    if (!/^[0-9a-f]{64}$/.test(entry.sha256))
+      throw inventoryInvalid(dir, entry, "whose SHA-256 is not 64 lower-case hex digits");
+    const info = await lstat(join(dir, entry.path)).catch(() => undefined);
+    if (info === undefined || !info.isFile())
+      throw inventoryInvalid(dir, entry, "which is not a regular file there");
+    if (info.size !== entry.size)
+      throw inventoryInvalid(dir, entry, `with ${entry.size} bytes, but it has ${info.size}`);
+    digests.set(entry.path, entry.sha256);
+  }
+  return digests;
+}
+
+/**
+ * The description with every file's SHA-256: the writer's (`known`, paths relative to `dir`) where
+ * it gave one, the rest hashed here (worker threads, the hashing every ckpt tool shares).
+ */
+export async function digestDescribed(
+  dir: string,
+  manifest: ArtifactManifest,
+  known: ReadonlyMap<string, string>,
+): Promise<ArtifactManifest> {
+  const relative = manifest.physical_components.flatMap((c) =>
+    c.kind === "file" ? [c.path] : c.files.map((f) => `${c.path}/${f.path}`),
+  );
+  const toHash = relative.filter((p) => !known.has(p)).map((p) => join(dir, p));
+  let hashed: Map<string, { sha256: string }>;
+  try {
+    hashed = await hashFiles(toHash);
+  } catch (error) {
+    throw new ManagerError("MANAGER_COMMIT_FAILED", `hash ${dir}: ${messageOf(error)}`, {
+      kind: "failed",
+      subject: dir,
+      cause: error,
+    });
+  }
+  const digest = (path: string) => known.get(path) ?? hashed.get(join(dir, path))!.sha256;
+  return {
+    ...manifest,
+    physical_components: manifest.physical_components.map((c) =>
+      c.kind === "file"
+        ? { ...c, sha256: digest(c.path) }
+        : { ...c, files: c.files.map((f) => ({ ...f, sha256: digest(`${c.path}/${f.path}`) })) },
+    ),
+  };
 }

@@ -127,6 +127,7 @@ export class LocalPrimary implements Primary {
       format: config.checkpoint_format,
       producer,
       pending,
+      ...(options.inventory === undefined ? {} : { inventory: options.inventory }),
       ...(config.roles.length > 0
         ? {
             roles: {

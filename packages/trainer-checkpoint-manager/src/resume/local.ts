@@ -1,4 +1,4 @@
-import { lstat, readdir } from "node:fs/promises";
+import { readdir } from "node:fs/promises";
 import { join, sep } from "node:path";
 import {
   ARTIFACT_MANIFEST,
@@ -19,6 +19,7 @@ import {
   sha256Hex,
 } from "@ckpt/manifest";
 import { openTorchFile, PickleDict } from "@ckpt/tensors";
+import { verifyCheckpointDir } from "@ckpt/verify";
 import { messageOf } from "../errors.js";
 import { entryKind } from "../internal/fs.js";
 import type { ComponentTargets } from "../layout.js";
@@ -36,6 +37,46 @@ export interface ProbeOptions {
   readonly needIteration: boolean;
   /** Hash a legacy single file (its own manifest) for a pinned resume; other manifests are always hashed (they are small). */
   readonly hashLegacyFile: boolean;
+  /**
+   * Judge as `ckpt verify` does: every SHA-256 a record carries, every `.pt` opened. Without it a
+   * checkpoint the manager described is checked for presence, sizes and DCP completeness (its `.pt`
+   * files are not opened, its bulk bytes not read); an undescribed one still has its `.pt` opened.
+   */
+  readonly digests: boolean;
+}
+
+/** A verifier's problem codes that mean "present but not what it claims to be" rather than "missing or different". */
+const UNREADABLE_CODES: ReadonlySet<string> = new Set([
+  "FILE_UNREADABLE",
+  "FILE_CRC_MISMATCH",
+  "DCP_METADATA_UNREADABLE",
+]);
+
+/**
+ * Judges a checkpoint directory with @ckpt/verify, the judge `ckpt verify` runs (records against
+ * files, `.pt` structure, DCP completeness from `.metadata`): each problem as `<code> <path>: <message>`,
+ * in verify's order. They are `unreadable` when every one is (files present but not what they claim
+ * to be), else `problems`. One judge, so resume and verify cannot disagree.
+ */
+async function verifiedProblems(
+  dir: string,
+  digests: boolean,
+): Promise<{ problems: string[]; unreadable: string[] }> {
+  const described = (
+    await Promise.all(
+      [CHECKPOINT_DESCRIPTION_FILE, MULTI_ROLE_SUCCESS.fileName, CONTROL_MANIFEST.fileName].map((name) =>
+        entryKind(join(dir, name)),
+      ),
+    )
+  ).some((kind) => kind !== "absent");
+  const report = await verifyCheckpointDir(dir, { digests, tensorFiles: digests || !described });
+  // The validation record moves on (publication_pending -> published) after the archive upload
+  // recorded it, so a receipt's size for it is stale by design; readValidation judges it.
+  const found = report.problems.filter((p) => p.path.split("/").at(-1) !== VALIDATION_STATE_FILE);
+  const lines = found.map((p) => `${p.code} ${p.path}: ${p.message}`);
+  return found.length > 0 && found.every((p) => UNREADABLE_CODES.has(p.code))
+    ? { problems: [], unreadable: lines }
+    : { problems: lines, unreadable: [] };
 }
 
 /** The iteration the last `iter_*` segment of a path names. Pure. */
@@ -90,24 +131,6 @@ async function readTrainerIteration(path: string): Promise<{ iteration?: number;
   return read.value ?? { problem: read.problem! };
 }
 
-/**
- * What is wrong with the payload of a checkpoint that has no description: every `.pt` must be a
- * readable torch.save zip and every DCP directory must hold its `.metadata`. Empty when sound.
- */
-async function verifyUndescribedPayload(components: ComponentTargets): Promise<string[]> {
-  const unreadable: string[] = [];
-  for (const target of Object.values(components)) {
-    if (target.endsWith("/")) {
-      if ((await entryKind(join(target, ".metadata"))) !== "file")
-        unreadable.push(`${target} has no .metadata (not a DCP checkpoint directory)`);
-    } else {
-      const { problem } = await withTorchRoot(target, () => undefined);
-      if (problem !== undefined) unreadable.push(problem);
-    }
-  }
-  return unreadable;
-}
-
 /** Whether a path lies in an attempt's `checkpoint_artifacts/iter_*` tree. Pure. */
 function isArtifactPath(path: string): boolean {
   const segments = path.split(sep).filter((s) => s !== "");
@@ -134,10 +157,9 @@ function targetOf(dir: string, name: PhysicalComponentName, kind: "file" | "dir"
   return kind === "dir" ? `${path}/` : path;
 }
 
-/** Probes a checkpoint directory described by `.posttrain-checkpoint.json`: every recorded file present with its size. */
+/** Reads the description `.posttrain-checkpoint.json` of a checkpoint directory (`verify` judges the files against it). */
 async function probeDescribed(
   dir: string,
-  problems: string[],
 ): Promise<
   { components: ComponentTargets; format: CheckpointFormat; sha: string; iteration: number } | undefined
 > {
@@ -147,32 +169,20 @@ async function probeDescribed(
   try {
     bytes = await readBoundedFile(path);
     description = checkpointDescription.parse(bytes, path);
-  } catch (error) {
-    problems.push(messageOf(error));
-    return undefined;
+  } catch {
+    return undefined; // verify reports it (VERIFY_RECORD_INVALID)
   }
   const components: ComponentTargets = {};
   for (const c of description.physical_components) {
     components[c.name] = targetOf(dir, c.name, c.kind);
-    const files =
-      c.kind === "file"
-        ? [{ path: c.path, size: c.size }]
-        : c.files.map((f) => ({ path: `${c.path}/${f.path}`, size: f.size }));
-    for (const f of files) {
-      try {
-        const info = await lstat(join(dir, f.path));
-        if (!info.isFile()) problems.push(`${f.path} is not a regular file`);
-        else if (info.size !== f.size)
-          problems.push(`${f.path} is ${info.size} bytes, the description says ${f.size}`);
-      } catch {
-        problems.push(`${f.path} is missing`);
-      }
-    }
   }
   return { components, format: description.format, sha: sha256Hex(bytes), iteration: description.iteration };
 }
 
-/** Probes a directory without a description (written before descriptions existed): what is there is the checkpoint. */
+/**
+ * Probes a directory without a description (written before descriptions existed): what is there is
+ * the checkpoint. Verify judges what is there; resume also needs the optimizer state.
+ */
 async function probeUndescribed(
   dir: string,
   problems: string[],
@@ -182,21 +192,16 @@ async function probeUndescribed(
   for (const name of PHYSICAL_COMPONENTS) {
     const asFile = await entryKind(join(dir, physicalComponentPath(name, "file")));
     const asDir = await entryKind(join(dir, physicalComponentPath(name, "dir")));
-    if (asFile === "file" && asDir === "dir") problems.push(`both ${name}.pt and ${name}/ exist`);
     if (asFile === "file") components[name] = targetOf(dir, name, "file");
     else if (asDir === "dir") {
       components[name] = targetOf(dir, name, "dir");
       if (name === "model") format = "dcp";
     }
   }
-  for (const required of ["model", "optim", "trainer"] as const) {
-    if (components[required] === undefined) {
-      problems.push(
-        required === "optim"
-          ? "its optimizer state (optim.pt or optim/) is missing (pruned by retention?); such a directory serves evaluation or init_from, not resume"
-          : `${physicalComponentPath(required, "file")} is missing`,
-      );
-    }
+  if (components.optim === undefined) {
+    problems.push(
+      "its optimizer state (optim.pt or optim/) is missing (pruned by retention?); such a directory serves evaluation or init_from, not resume",
+    );
   }
   return { components, format };
 }
@@ -211,10 +216,7 @@ async function probeControl(
     const bytes = await readBoundedFile(path);
     const manifest = CONTROL_MANIFEST.parse(bytes, path);
     const components: ComponentTargets = {};
-    for (const c of manifest.components) {
-      components[c] = `${join(dir, c)}/`;
-      if ((await entryKind(join(dir, c, ".metadata"))) !== "file") problems.push(`${c}/.metadata is missing`);
-    }
+    for (const c of manifest.components) components[c] = `${join(dir, c)}/`;
     for (const role of ["trainer", "data"] as const) {
       const entry = manifest.control[role];
       if (entry === null) continue;
@@ -233,7 +235,8 @@ async function probeControl(
 
 /**
  * Probes a local resume location: a checkpoint directory (described, multi-role with `_SUCCESS`,
- * a copied direct-primary checkpoint, or an older undescribed one) or a legacy single `.pt` file.
+ * a copied direct-primary checkpoint, or an older undescribed one), judged first by @ckpt/verify,
+ * or a legacy single `.pt` file.
  */
 export async function probeLocalCheckpoint(
   path: string,
@@ -258,7 +261,8 @@ export async function probeLocalCheckpoint(
   }
   if (kind === "file") {
     let iteration = iterationFromPath(path);
-    const unreadable = await verifyUndescribedPayload({ model: path });
+    const { problem } = await withTorchRoot(path, () => undefined);
+    const unreadable = problem === undefined ? [] : [problem];
     if (iteration === undefined && options.needIteration && unreadable.length === 0) {
       iteration = (await readTrainerIteration(path)).iteration;
     }
@@ -276,9 +280,15 @@ export async function probeLocalCheckpoint(
   }
   const dir = dirPath;
   let iteration = iterationFromPath(dir);
+  const verified = await verifiedProblems(dir, options.digests);
+  problems.push(...verified.problems);
   const validation = await readValidation(dir);
   if (validation.problem !== undefined) problems.push(validation.problem);
-  const base = { iterDir: dir, ...(validation.state === undefined ? {} : { validation: validation.state }) };
+  const base = {
+    iterDir: dir,
+    ...(validation.state === undefined ? {} : { validation: validation.state }),
+    ...(verified.unreadable.length === 0 ? {} : { unreadable: verified.unreadable }),
+  };
 
   if ((await entryKind(join(dir, MULTI_ROLE_SUCCESS.fileName))) === "file") {
     const markerPath = join(dir, MULTI_ROLE_SUCCESS.fileName);
@@ -293,7 +303,7 @@ export async function probeLocalCheckpoint(
         const found: { components: ComponentTargets; format: CheckpointFormat } =
           (await entryKind(join(roleDir, CHECKPOINT_DESCRIPTION_FILE))) === "absent"
             ? await probeUndescribed(roleDir, roleProblems)
-            : ((await probeDescribed(roleDir, roleProblems)) ?? { components: {}, format });
+            : ((await probeDescribed(roleDir)) ?? { components: {}, format });
         problems.push(...roleProblems.map((p) => `${role}: ${p}`));
         format = found.format;
         roles[role] = { components: found.components, optimizerStep: commit.optimizer_step };
@@ -325,7 +335,7 @@ export async function probeLocalCheckpoint(
     };
   }
   if ((await entryKind(join(dir, CHECKPOINT_DESCRIPTION_FILE))) !== "absent") {
-    const described = await probeDescribed(dir, problems);
+    const described = await probeDescribed(dir);
     return {
       ...base,
       iteration: iteration ?? described?.iteration,
@@ -336,22 +346,21 @@ export async function probeLocalCheckpoint(
     };
   }
   const found = await probeUndescribed(dir, problems);
-  const unreadable = await verifyUndescribedPayload(found.components);
   if (
     iteration === undefined &&
     options.needIteration &&
     found.components.trainer !== undefined &&
-    unreadable.length === 0
+    verified.unreadable.length === 0
   ) {
     const read = await readTrainerIteration(found.components.trainer);
     iteration = read.iteration;
     if (read.problem !== undefined) problems.push(read.problem);
   }
-  return { ...base, iteration, format: found.format, components: found.components, problems, unreadable };
+  return { ...base, iteration, format: found.format, components: found.components, problems };
 }
 
-/** Reads the attempt's latest pointer and probes the checkpoint it names. */
-export async function readLocalPointer(checkpointsRoot: string): Promise<PointerState> {
+/** Reads the attempt's latest pointer and probes the checkpoint it names (`digests`: see `ProbeOptions`). */
+export async function readLocalPointer(checkpointsRoot: string, digests = false): Promise<PointerState> {
   const path = join(checkpointsRoot, LATEST_POINTER.fileName);
   let pointer: Awaited<ReturnType<typeof LATEST_POINTER.read>>;
   try {
@@ -363,6 +372,7 @@ export async function readLocalPointer(checkpointsRoot: string): Promise<Pointer
   const probed = await probeLocalCheckpoint(join(checkpointsRoot, pointer.iterDirName), {
     needIteration: false,
     hashLegacyFile: false,
+    digests,
   });
   const checkpoint: ProbedCheckpoint =
     "missing" in probed
