@@ -162,7 +162,6 @@ async function inspectTorchFile(
   const torch = await openTorchFile(source);
   const file = basename(path);
   const tensors: InspectedTensor[] = [];
-  let buffer = new Uint8Array(0);
   const hashed = tally(options, torch.tensors);
   for (const t of torch.tensors) {
     const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file };
@@ -170,9 +169,9 @@ async function inspectTorchFile(
       tensors.push(base);
       continue;
     }
-    if (buffer.length < t.byteLength) buffer = new Uint8Array(t.byteLength);
-    const bytes = await torch.readTensor(t, buffer);
-    tensors.push({ ...base, sha256: createHash("sha256").update(bytes).digest("hex") });
+    const hash = createHash("sha256");
+    for await (const piece of torch.tensorPieces(t, HASH_CHUNK_BYTES)) hash.update(piece);
+    tensors.push({ ...base, sha256: hash.digest("hex") });
     hashed(t.name, t.byteLength);
   }
   return { kind: "torch", path, files: [{ file, size: source.size }], tensors, metadata: {} };
@@ -223,7 +222,7 @@ async function exists(path: string): Promise<boolean> {
  * (`model.safetensors.index.json` or `model.safetensors`), a torch.save file (recognised by its
  * zip signature, whatever its extension) or a torch.distributed.checkpoint directory (`.metadata`).
  * Reads headers and metadata only, unless `sha256` is set: then every tensor's bytes are hashed
- * (safetensors in bounded chunks, torch tensors one at a time; DCP tensors get no hash).
+ * (streamed in bounded chunks, strided torch views in row-major order; DCP tensors get no hash).
  */
 export async function inspectPath(path: string, options: InspectOptions = {}): Promise<InspectReport> {
   const info = await statOrThrow(path);

@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from "node:buffer";
 import type { ByteSource } from "@ckpt/manifest";
 import { dtypeSize, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
@@ -5,6 +6,7 @@ import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
 import { PickleDict, PickleTuple } from "./pickle/values.js";
 import { torchPolicy } from "./tensor-policy.js";
 import { type TorchStorageRef, TorchTensor } from "./torch-tensor.js";
+import { spanBytes, stridedPieces } from "./strided.js";
 import { truncateForMessage } from "./text.js";
 import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.js";
 
@@ -16,6 +18,18 @@ const MAX_TREE_NODES = 2_000_000;
 const MAX_SMALL_RECORD_BYTES = 64;
 /** torch writes format version 3; versions 1..MAX_TORCH_FORMAT_VERSION use the same layout. */
 const MAX_TORCH_FORMAT_VERSION = 10;
+
+/** Bytes per piece a tensor streams in: large enough to amortise a read, small enough to keep memory flat. */
+export const TENSOR_PIECE_BYTES = 8 * 1024 * 1024;
+/** Storage bytes a strided view reads at once (a view spanning less is read once; a larger one in windows). */
+const STRIDED_WINDOW_BYTES = 64 * 1024 * 1024;
+/**
+ * Logical bytes a view repeating its elements (a stride-0 expansion) may expand to: a few bytes of
+ * storage can claim a tebibyte, and hashing or scanning it would run for hours.
+ */
+export const MAX_EXPANDED_VIEW_BYTES = 16 * 1024 ** 3;
+/** Largest tensor read whole into one buffer (V8's typed-array limit); larger ones stream with tensorPieces. */
+const MAX_WHOLE_TENSOR_BYTES = bufferConstants.MAX_LENGTH;
 
 /** The first bytes of the legacy (pre-1.6, `_use_new_zipfile_serialization=False`) format: PROTO 2, LONG1 magic. */
 const LEGACY_MAGIC = Uint8Array.from([
@@ -39,8 +53,18 @@ export interface TorchFile {
   /** The unpickled structure, tensors as TorchTensor references. */
   readonly root: unknown;
   readonly tensors: readonly TorchTensorEntry[];
-  /** The tensor's elements, contiguous row-major little-endian (a copy for strided views). */
+  /**
+   * The tensor's elements, contiguous row-major little-endian (a copy for strided views), in one
+   * buffer; a tensor larger than a buffer can hold is refused (`TORCH_TENSOR_TOO_LARGE`): stream it
+   * with `tensorPieces`.
+   */
   readTensor(entry: TorchTensorEntry, into?: Uint8Array): Promise<Uint8Array>;
+  /**
+   * The same bytes as `readTensor`, in pieces of at most `pieceBytes` (one buffer reused: use each
+   * piece before asking for the next), in bounded memory whatever the tensor's size. A view that
+   * repeats its elements past MAX_EXPANDED_VIEW_BYTES is refused (`TORCH_VIEW_TOO_LARGE`).
+   */
+  tensorPieces(entry: TorchTensorEntry, pieceBytes?: number): AsyncGenerator<Uint8Array>;
   /**
    * `length` bytes of a contiguous tensor's elements starting `start` bytes in, with one positioned
    * read, so a large tensor can be streamed in pieces. A strided tensor is refused
@@ -259,6 +283,61 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
     return member;
   };
 
+  async function* contiguousPieces(
+    member: ZipMember,
+    start: number,
+    length: number,
+    pieceBytes: number,
+  ): AsyncGenerator<Uint8Array> {
+    if (member.method === 0) {
+      const buffer = new Uint8Array(Math.max(1, Math.min(pieceBytes, length)));
+      const at = (await zip.dataOffset(member)) + start;
+      for (let done = 0; done < length; ) {
+        const n = Math.min(buffer.length, length - done);
+        yield await readAt(source, at + done, n, buffer);
+        done += n;
+      }
+      return;
+    }
+    // A deflated member streams from its start: skip to the tensor, stop after it.
+    let position = 0;
+    for await (const piece of zip.memberPieces(member, pieceBytes)) {
+      const from = Math.max(start - position, 0);
+      const to = Math.min(start + length - position, piece.length);
+      position += piece.length;
+      if (from < to) yield piece.subarray(from, to);
+      if (position >= start + length) return;
+    }
+  }
+
+  async function* tensorPieces(
+    entry: TorchTensorEntry,
+    pieceBytes = TENSOR_PIECE_BYTES,
+  ): AsyncGenerator<Uint8Array> {
+    const member = memberOf(entry);
+    const item = dtypeSize(entry.dtype);
+    const base = entry.storageOffset * item;
+    if (entry.contiguous || entry.byteLength === 0) {
+      yield* contiguousPieces(member, base, entry.byteLength, pieceBytes);
+      return;
+    }
+    const view = { shape: entry.shape, stride: entry.stride, item };
+    const span = spanBytes(view);
+    if (entry.byteLength > span && entry.byteLength > MAX_EXPANDED_VIEW_BYTES) {
+      throw new TensorsError(
+        "TORCH_VIEW_TOO_LARGE",
+        `read tensor ${truncateForMessage(entry.name)} of ${file}: a view of ${span} stored bytes expands to ${entry.byteLength} (shape [${entry.shape}], stride [${entry.stride}]); ckpt expands views up to ${MAX_EXPANDED_VIEW_BYTES} bytes. Save the tensor contiguous (.contiguous() or .clone()) if it is meant to be that large`,
+        { file, tensor: entry.name, kind: "refused" },
+      );
+    }
+    yield* stridedPieces(
+      view,
+      (offset, length) => storageBytes(member, base + offset, length),
+      pieceBytes,
+      STRIDED_WINDOW_BYTES,
+    );
+  }
+
   return {
     prefix,
     root,
@@ -300,8 +379,15 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
       if ((!entry.contiguous && entry.byteLength > 0) || member.method !== 0) return undefined;
       return (await zip.dataOffset(member)) + entry.storageOffset * dtypeSize(entry.dtype);
     },
+    tensorPieces,
     async readTensor(entry, into) {
-      const member = memberOf(entry);
+      if (entry.byteLength > MAX_WHOLE_TENSOR_BYTES) {
+        throw new TensorsError(
+          "TORCH_TENSOR_TOO_LARGE",
+          `read tensor ${truncateForMessage(entry.name)} of ${file}: ${entry.byteLength} bytes do not fit one buffer (max ${MAX_WHOLE_TENSOR_BYTES}); stream it with tensorPieces`,
+          { file, tensor: entry.name, kind: "failed" },
+        );
+      }
       if (into && into.length < entry.byteLength) {
         throw new TensorsError(
           "TORCH_BUFFER_TOO_SMALL",
@@ -313,48 +399,18 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
           },
         );
       }
-      const item = dtypeSize(entry.dtype);
       if (entry.contiguous || entry.byteLength === 0) {
-        return storageBytes(member, entry.storageOffset * item, entry.byteLength, into);
+        const member = memberOf(entry);
+        return storageBytes(member, entry.storageOffset * dtypeSize(entry.dtype), entry.byteLength, into);
       }
-      const { shape, stride } = entry;
-      let last = entry.storageOffset;
-      for (let d = 0; d < shape.length; d++) last += (shape[d]! - 1) * stride[d]!;
-      const span = await storageBytes(
-        member,
-        entry.storageOffset * item,
-        (last - entry.storageOffset + 1) * item,
-      );
       const out = into ? into.subarray(0, entry.byteLength) : new Uint8Array(entry.byteLength);
-      gather(span, out, shape, stride, item);
+      let written = 0;
+      for await (const piece of tensorPieces(entry)) {
+        out.set(piece, written);
+        written += piece.length;
+      }
       return out;
     },
     close: () => source.close(),
   };
-}
-
-/** Copies a strided view into row-major order; the innermost run is copied whole when its stride is 1. */
-function gather(
-  span: Uint8Array,
-  out: Uint8Array,
-  shape: readonly number[],
-  stride: readonly number[],
-  item: number,
-): void {
-  const dims = shape.length;
-  const innerRun = stride[dims - 1] === 1 ? shape[dims - 1]! : 1;
-  const outerDims = innerRun > 1 ? dims - 1 : dims;
-  const runBytes = innerRun * item;
-  const index = new Array<number>(outerDims).fill(0);
-  let source = 0;
-  for (let written = 0; written < out.length; written += runBytes) {
-    out.set(span.subarray(source * item, source * item + runBytes), written);
-    for (let d = outerDims - 1; d >= 0; d--) {
-      index[d]!++;
-      source += stride[d]!;
-      if (index[d]! < shape[d]!) break;
-      source -= stride[d]! * shape[d]!;
-      index[d] = 0;
-    }
-  }
 }
