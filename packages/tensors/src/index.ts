@@ -63,7 +63,14 @@ export {
 // --- torch.save zip + restricted unpickler + DCP metadata (src/torch, src/dcp)
 export { openTorchFile, type TorchFile, type TorchTensorEntry } from "./torch/reader.js";
 export { TorchStorageRef, TorchTensor } from "./torch/torch-tensor.js";
-export { PickleDict, PickleTuple, PickleSet, PickleGlobal, PickleObject } from "./torch/pickle/values.js";
+export {
+  PickleDict,
+  PickleFloat,
+  PickleTuple,
+  PickleSet,
+  PickleGlobal,
+  PickleObject,
+} from "./torch/pickle/values.js";
 export {
   writeTorchFile,
   type WriteTorchFileOptions,

@@ -3,7 +3,7 @@ import type { ByteSource } from "@ckpt/manifest";
 import { dtypeSize, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
-import { PickleDict, PickleTuple } from "./pickle/values.js";
+import { PickleDict, PickleFloat, PickleTuple } from "./pickle/values.js";
 import { torchPolicy } from "./tensor-policy.js";
 import { type TorchStorageRef, TorchTensor } from "./torch-tensor.js";
 import { spanBytes, stridedPieces } from "./strided.js";
@@ -90,7 +90,13 @@ function fileError(code: TensorsErrorCode, file: string, message: string, tensor
 
 function keySegment(key: unknown, index: number): string {
   if (typeof key === "string") return key;
-  if (typeof key === "number" || typeof key === "bigint" || typeof key === "boolean") return String(key);
+  if (
+    typeof key === "number" ||
+    typeof key === "bigint" ||
+    typeof key === "boolean" ||
+    key instanceof PickleFloat
+  )
+    return String(key);
   return `#${index}`;
 }
 

@@ -3,7 +3,7 @@ import { truncateForMessage } from "../text.js";
 import { TorchStorageRef, TorchTensor } from "../torch-tensor.js";
 import { STORAGE_CLASS_DTYPES, TORCH_DTYPE_NAMES } from "../torch-types.js";
 import { type AllowList, type GlobalHandler, type Refuse, VALUE } from "./allow-list.js";
-import { PickleDict, type PickleGlobal, PickleTuple } from "./values.js";
+import { PickleDict, PickleFloat, type PickleGlobal, PickleTuple } from "./values.js";
 
 /** Dimensions of one tensor: torch itself caps at 64 (c10 SmallVector sizes, MAX_DIMS in TensorIterator is 25). */
 const MAX_TENSOR_DIMS = 64;
@@ -21,7 +21,13 @@ function intTuple(value: unknown, label: string, fail: Refuse): number[] {
     if (typeof item === "number" && Number.isSafeInteger(item) && item < 0 && label === "stride") {
       return fail("TORCH_NEGATIVE_STRIDE", `stride ${item} is negative`);
     }
-    if (!isIndex(item)) return fail("TORCH_BAD_TENSOR", `${label} holds ${truncateForMessage(String(item))}`);
+    if (!isIndex(item)) {
+      const kind = item instanceof PickleFloat ? " (a float)" : "";
+      return fail(
+        "TORCH_BAD_TENSOR",
+        `${label} holds ${truncateForMessage(String(item))}${kind}; sizes are integers`,
+      );
+    }
     return item;
   });
 }
@@ -32,7 +38,12 @@ function rebuildTensor(args: readonly unknown[], _global: PickleGlobal, fail: Re
   const [storage, offset, sizeArg, strideArg, requiresGrad] = args;
   if (!(storage instanceof TorchStorageRef))
     return fail("TORCH_BAD_TENSOR", "tensor storage is not a persistent storage");
-  if (!isIndex(offset)) return fail("TORCH_BAD_TENSOR", "storage offset is not a non-negative integer");
+  if (!isIndex(offset)) {
+    return fail(
+      "TORCH_BAD_TENSOR",
+      `storage offset ${truncateForMessage(String(offset))}${offset instanceof PickleFloat ? " (a float)" : ""} is not a non-negative integer`,
+    );
+  }
   const shape = intTuple(sizeArg, "size", fail);
   const stride = intTuple(strideArg, "stride", fail);
   if (shape.length !== stride.length) {
