@@ -2,7 +2,14 @@
 
 // --- shared vocabulary
 export { TensorsError, type ErrorKind } from "./errors.js";
-export { DTYPE_SIZES, type DType, isDType, dtypeSize, type TensorInfo } from "./dtypes.js";
+export {
+  DTYPE_SIZES,
+  type DType,
+  isDType,
+  isSafetensorsDType,
+  dtypeSize,
+  type TensorInfo,
+} from "./dtypes.js";
 
 // --- safetensors, dtype conversion, HF directories, inspect (src/safetensors, src/convert, src/hf, src/inspect.ts)
 export {

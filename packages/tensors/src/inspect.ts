@@ -7,7 +7,7 @@ import { dtypeSize } from "./dtypes.js";
 import { TensorsError } from "./errors.js";
 import { openHfDirectory } from "./hf/directory.js";
 import { readExactly, readSafetensorsHeader } from "./safetensors/reader.js";
-import { openTorchFile } from "./torch/reader.js";
+import { LEGACY_HEAD_BYTES, looksLikeTorchFile, openTorchFile } from "./torch/reader.js";
 
 export type InspectKind = "safetensors" | "hf-directory" | "torch" | "dcp";
 
@@ -147,12 +147,6 @@ async function inspectHfDirectory(path: string, options: InspectOptions): Promis
   return { kind: "hf-directory", path, files, tensors, metadata };
 }
 
-/** The first bytes of a torch.save file: a zip local header, or the legacy pickle protocol-2 opcode. */
-function looksLikeTorch(head: Uint8Array): boolean {
-  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
-  return zip || (head[0] === 0x80 && head[1] === 0x02);
-}
-
 async function inspectTorchFile(
   path: string,
   source: ByteSource,
@@ -238,8 +232,8 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
     return inspectSafetensorsFile(path, options);
   } else {
     const report = await withSource(path, async (source) => {
-      const head = await readExactly(source, 0, Math.min(4, source.size), "file signature");
-      return looksLikeTorch(head) ? inspectTorchFile(path, source, options) : undefined;
+      const head = await readExactly(source, 0, Math.min(LEGACY_HEAD_BYTES, source.size), "file signature");
+      return looksLikeTorchFile(head) ? inspectTorchFile(path, source, options) : undefined;
     });
     if (report) return report;
   }

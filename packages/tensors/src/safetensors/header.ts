@@ -1,5 +1,5 @@
 import { ManifestError, parseStrictJson } from "@ckpt/manifest";
-import { type DType, dtypeSize, isDType, type TensorInfo } from "../dtypes.js";
+import { type DType, dtypeSize, isSafetensorsDType, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 
 /** Largest accepted JSON header: matches the reference implementation's 100 MB limit; real headers are < 10 MiB. */
@@ -244,7 +244,7 @@ function validateEntry(name: string, value: unknown, file: string): Entry {
     }
   }
   const { dtype, shape, data_offsets: offsets } = value;
-  if (typeof dtype !== "string" || !isDType(dtype)) {
+  if (typeof dtype !== "string" || !isSafetensorsDType(dtype)) {
     throw headerError(
       "SAFETENSORS_DTYPE_UNKNOWN",
       file,

@@ -31,10 +31,37 @@ export const MAX_EXPANDED_VIEW_BYTES = 16 * 1024 ** 3;
 /** Largest tensor read whole into one buffer (V8's typed-array limit); larger ones stream with tensorPieces. */
 const MAX_WHOLE_TENSOR_BYTES = bufferConstants.MAX_LENGTH;
 
-/** The first bytes of the legacy (pre-1.6, `_use_new_zipfile_serialization=False`) format: PROTO 2, LONG1 magic. */
-const LEGACY_MAGIC = Uint8Array.from([
-  0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+/** torch's legacy-format magic number, the first value the legacy (pre-1.6, non-zip) format pickles. */
+const LEGACY_MAGIC_DECIMAL = "119547037146038801333356";
+/** The magic as LONG1 (protocol 2 and later): 10 little-endian bytes. */
+const LEGACY_MAGIC_LONG1 = Uint8Array.from([
+  0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
 ]);
+/** Bytes of a file's start that `isLegacyTorchFile` looks at. */
+export const LEGACY_HEAD_BYTES = 32;
+
+/**
+ * True when `head` starts the legacy non-zip torch format (`_use_new_zipfile_serialization=False` or
+ * torch < 1.6) at any pickle protocol: PROTO and FRAME, then the magic as LONG1, or (protocols 0
+ * and 1) as decimal text after LONG or INT.
+ */
+export function isLegacyTorchFile(head: Uint8Array): boolean {
+  let at = 0;
+  if (head[0] === 0x80) {
+    at = 2;
+    if (head[at] === 0x95) at += 9;
+    return LEGACY_MAGIC_LONG1.every((b, i) => head[at + i] === b);
+  }
+  if (head[0] !== 0x4c && head[0] !== 0x49) return false;
+  const text = Buffer.from(head.subarray(1, 1 + LEGACY_MAGIC_DECIMAL.length)).toString("latin1");
+  return text === LEGACY_MAGIC_DECIMAL;
+}
+
+/** The first bytes of a torch.save file: a zip local header, or the legacy format's pickled magic number. */
+export function looksLikeTorchFile(head: Uint8Array): boolean {
+  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+  return zip || isLegacyTorchFile(head);
+}
 
 /** One tensor of a torch file: what it is and where its elements are. */
 export interface TorchTensorEntry extends TensorInfo {
@@ -88,7 +115,17 @@ function fileError(code: TensorsErrorCode, file: string, message: string, tensor
   return new TensorsError(code, `read torch file ${file}: ${message}`, { kind: "input", file, tensor });
 }
 
-function keySegment(key: unknown, index: number): string {
+/** One step of a tensor's path: a dict key or a list index. */
+interface PathSegment {
+  readonly key: unknown;
+  /** Position in its container (names a key of a type with no text form). */
+  readonly index: number;
+  readonly isIndex: boolean;
+}
+
+function keyText(segment: PathSegment): string {
+  const { key } = segment;
+  if (segment.isIndex) return String(segment.index);
   if (typeof key === "string") return key;
   if (
     typeof key === "number" ||
@@ -97,17 +134,43 @@ function keySegment(key: unknown, index: number): string {
     key instanceof PickleFloat
   )
     return String(key);
-  return `#${index}`;
+  return `#${segment.index}`;
 }
 
-/** Lists the tensors of a tree, nested keys joined with "."; bounded in depth and visits. */
+/** Segments joined with ".", as torch's state_dict names them. */
+function plainName(path: readonly PathSegment[]): string {
+  return path.map(keyText).join(".");
+}
+
+/**
+ * A name no other path renders to: a string key holding a "." or "[", or reading like a number
+ * or a list index, is written `["a.b"]`, so `{"a.b": t}` and `{"a": {"b": u}}` become `["a.b"]`
+ * and `a.b`.
+ */
+function quotedName(path: readonly PathSegment[]): string {
+  let out = "";
+  for (const segment of path) {
+    const text = keyText(segment);
+    if (typeof segment.key === "string" && !segment.isIndex && /[.[]|^-?\d+$|^#\d+$/.test(text)) {
+      out += `[${JSON.stringify(text)}]`;
+    } else {
+      out += out === "" ? text : `.${text}`;
+    }
+  }
+  return out;
+}
+
+/**
+ * Lists the tensors of a tree, nested keys joined with "." (where two paths would join to one
+ * name, both are written with their dotted keys quoted: see quotedName); bounded in depth and visits.
+ */
 export function collectTensors(root: unknown, file: string): { name: string; tensor: TorchTensor }[] {
-  const found: { name: string; tensor: TorchTensor }[] = [];
-  const path: string[] = [];
+  const found: { path: PathSegment[]; tensor: TorchTensor }[] = [];
+  const path: PathSegment[] = [];
   let visits = 0;
   const walk = (value: unknown): void => {
     if (value instanceof TorchTensor) {
-      found.push({ name: path.join("."), tensor: value });
+      found.push({ path: [...path], tensor: value });
       return;
     }
     const isDict = value instanceof PickleDict;
@@ -126,7 +189,7 @@ export function collectTensors(root: unknown, file: string): { name: string; ten
     if (isDict) {
       let i = 0;
       for (const [key, child] of (value as PickleDict).map) {
-        path.push(keySegment(key, i++));
+        path.push({ key, index: i++, isIndex: false });
         walk(child);
         path.pop();
       }
@@ -134,17 +197,19 @@ export function collectTensors(root: unknown, file: string): { name: string; ten
     }
     const items = Array.isArray(value) ? value : (value as PickleTuple).items;
     for (let i = 0; i < items.length; i++) {
-      path.push(String(i));
+      path.push({ key: i, index: i, isIndex: true });
       walk(items[i]);
       path.pop();
     }
   };
   walk(root);
-  return found;
-}
-
-function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
-  return bytes.length >= prefix.length && prefix.every((b, i) => bytes[i] === b);
+  const plain = found.map((f) => plainName(f.path));
+  const seen = new Map<string, number>();
+  for (const name of plain) seen.set(name, (seen.get(name) ?? 0) + 1);
+  return found.map((f, i) => ({
+    name: seen.get(plain[i]!)! > 1 ? quotedName(f.path) : plain[i]!,
+    tensor: f.tensor,
+  }));
 }
 
 async function readSmallRecord(zip: ZipArchive, member: ZipMember): Promise<string> {
@@ -157,8 +222,8 @@ async function readSmallRecord(zip: ZipArchive, member: ZipMember): Promise<stri
  */
 export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
   const file = source.name;
-  const head = await readAt(source, 0, Math.min(source.size, LEGACY_MAGIC.length));
-  if (startsWith(head, LEGACY_MAGIC)) {
+  const head = await readAt(source, 0, Math.min(source.size, LEGACY_HEAD_BYTES));
+  if (isLegacyTorchFile(head)) {
     throw fileError(
       "TORCH_LEGACY_FORMAT",
       file,

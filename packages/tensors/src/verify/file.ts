@@ -4,7 +4,13 @@ import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
 import { checkDcpDirectory } from "../dcp/metadata.js";
 import { TensorsError } from "../errors.js";
 import { readSafetensorsHeader } from "../safetensors/reader.js";
-import { openTorchFile, type TorchFile } from "../torch/reader.js";
+import {
+  isLegacyTorchFile,
+  LEGACY_HEAD_BYTES,
+  looksLikeTorchFile,
+  openTorchFile,
+  type TorchFile,
+} from "../torch/reader.js";
 import { truncateForMessage } from "../torch/text.js";
 import { openZip, readAt, type ZipArchive } from "../torch/zip/reader.js";
 import { type FloatDType, isFloatDType, NonFiniteCounter } from "./finite.js";
@@ -81,9 +87,7 @@ function notFinite(
 /** The format a name or the first bytes say: `.safetensors` by name, torch.save by its zip or legacy signature. */
 async function detectFormat(path: string, source: ByteSource): Promise<TensorFileFormat | undefined> {
   if (path.endsWith(".safetensors")) return "safetensors";
-  const head = await source.read(0, Math.min(4, source.size));
-  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
-  if (zip || (head[0] === 0x80 && head[1] === 0x02)) return "torch";
+  if (looksLikeTorchFile(await source.read(0, Math.min(LEGACY_HEAD_BYTES, source.size)))) return "torch";
   if (/\.(pt|pth|bin)$/.test(path)) return "torch";
   return undefined;
 }
@@ -249,7 +253,10 @@ const verifyTorch: FormatVerifier = async (source, state, problems, notes) => {
   try {
     zip = await openZip(source);
   } catch (error) {
-    problems.push(unreadable(label, error));
+    // A legacy (non-zip) torch file has no zip to open: openTorchFile names its format.
+    const head = await readAt(source, 0, Math.min(LEGACY_HEAD_BYTES, source.size));
+    const named = isLegacyTorchFile(head) ? await openTorchFile(source).catch((e: unknown) => e) : error;
+    problems.push(unreadable(label, named));
     return NOT_LISTED;
   }
   let torch: TorchFile | undefined;

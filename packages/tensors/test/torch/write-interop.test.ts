@@ -5,6 +5,7 @@ import { openFileByteSource } from "@ckpt/manifest";
 import { mulberry32, randomInt } from "@ckpt/test-utils";
 import { describe, expect, test } from "vitest";
 import { type DType, dtypeSize } from "../../src/dtypes.js";
+import { PickleFloat } from "../../src/torch/pickle/values.js";
 import { openTorchFile } from "../../src/torch/reader.js";
 import { type TorchTensorDesc, type TorchTree, writeTorchFile } from "../../src/torch/writer/write.js";
 import { type Digest, HELPER, PYTHON_TEST_TIMEOUT, python, scratch, sha256 } from "./python.js";
@@ -106,7 +107,9 @@ describe("files written by ckpt load in torch", () => {
         expect(sha256(await file.readTensor(entry))).toBe(provided[entry.name]!.sha256);
       await file.close();
       const floatFile = await openTorchFile(await openFileByteSource(floats));
-      expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toBe(1e-300);
+      expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toEqual(
+        new PickleFloat(1e-300),
+      );
       await floatFile.close();
     },
     PYTHON_TEST_TIMEOUT,
