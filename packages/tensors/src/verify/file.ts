@@ -12,6 +12,7 @@ import {
   type TorchFile,
 } from "../torch/reader.js";
 import { truncateForMessage } from "../torch/text.js";
+import { readAheadSource } from "../torch/zip/read-ahead.js";
 import { openZip, readAt, type ZipArchive } from "../torch/zip/reader.js";
 import { type FloatDType, isFloatDType, NonFiniteCounter } from "./finite.js";
 import type { TensorProblem } from "./problems.js";
@@ -319,7 +320,7 @@ export async function verifyTensorFile(
     const counts =
       format === "safetensors"
         ? await verifySafetensors(source, state, problems, notes)
-        : await verifyTorch(source, state, problems, notes);
+        : await verifyTorch(readAheadSource(source), state, problems, notes);
     return { path, format, size: source.size, ...counts, problems, notes };
   } finally {
     await source.close();

@@ -6,7 +6,10 @@
 
 /** A Python float, kept apart from int: `4.0` where a format needs an integer (a size, an offset) is refused. */
 export class PickleFloat {
-  constructor(readonly value: number) {}
+  constructor(
+    /** The float's value. */
+    readonly value: number,
+  ) {}
   /** As Python prints it: `4.0`, `0.5`, `inf`. */
   toString(): string {
     if (Number.isNaN(this.value)) return "nan";
