@@ -39,6 +39,10 @@ describe("files torch.load(weights_only=True) reads", () => {
     expect(await hashed("dotted.pt")).toEqual(torch["dotted.pt"]);
   });
 
+  it("sparse COO and CSR tensors read as their component tensors; a meta tensor, holding no data, is not listed", async () => {
+    expect(await hashed("sparse.pt")).toEqual(torch["sparse.pt"]);
+  });
+
   it("the legacy non-zip format is recognised by name at every pickle protocol", async () => {
     for (let protocol = 0; protocol <= 5; protocol++) {
       const path = join(root, `legacy_${protocol}.pt`);

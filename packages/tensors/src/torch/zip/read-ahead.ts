@@ -13,7 +13,7 @@ const SMALL_READ_BYTES = 64 * 1024;
  */
 export function readAheadSource(source: ByteSource): ByteSource {
   let start = 0;
-  let window = new Uint8Array(0);
+  let window: Uint8Array = new Uint8Array(0);
   return {
     name: source.name,
     size: source.size,
