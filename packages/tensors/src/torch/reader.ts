@@ -20,14 +20,14 @@ const MAX_SMALL_RECORD_BYTES = 64;
 const MAX_TORCH_FORMAT_VERSION = 10;
 
 /** Bytes per piece a tensor streams in: large enough to amortise a read, small enough to keep memory flat. */
-export const TENSOR_PIECE_BYTES = 8 * 1024 * 1024;
+const TENSOR_PIECE_BYTES = 8 * 1024 * 1024;
 /** Storage bytes a strided view reads at once (a view spanning less is read once; a larger one in windows). */
 const STRIDED_WINDOW_BYTES = 64 * 1024 * 1024;
 /**
  * Logical bytes a view repeating its elements (a stride-0 expansion) may expand to: a few bytes of
  * storage can claim a tebibyte, and hashing or scanning it would run for hours.
  */
-export const MAX_EXPANDED_VIEW_BYTES = 16 * 1024 ** 3;
+const MAX_EXPANDED_VIEW_BYTES = 16 * 1024 ** 3;
 /** Largest tensor read whole into one buffer (V8's typed-array limit); larger ones stream with tensorPieces. */
 const MAX_WHOLE_TENSOR_BYTES = bufferConstants.MAX_LENGTH;
 
