@@ -21,6 +21,7 @@ export type ManifestErrorCode =
   | "JSON_BOM"
   | "JSON_DUPLICATE_KEY"
   | "JSON_NUMBER_OUT_OF_RANGE"
+  | "JSON_NOT_INTEGER"
   | "JSON_SYNTAX"
   | "JSON_TOO_DEEP"
   | "JSON_TOO_LONG"

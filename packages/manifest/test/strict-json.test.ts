@@ -99,4 +99,15 @@ describe("parseStrictJson", () => {
       9007199254740991, -9007199254740991, 1.5e300,
     ]);
   });
+
+  it("with integersOnly, refuses a fraction or an exponent by its raw token, naming the field", () => {
+    const strict = (text: string) => parseStrictJson(text, { name: "h.json", integersOnly: true });
+    expect(strict('{"shape":[2,0,-3]}')).toEqual({ shape: [2, 0, -3] });
+    for (const token of ["1.0", "4e0", "4E+0", "0.5", "-1.0e1"]) {
+      expect(() => strict(`{"w":{"shape":[${token}]}}`)).toThrow(
+        expect.objectContaining({ code: "JSON_NOT_INTEGER", field: "w.shape[0]", file: "h.json" }),
+      );
+    }
+    expect(parse("[1.0,4e0]")).toEqual([1, 4]);
+  });
 });

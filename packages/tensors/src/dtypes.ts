@@ -18,12 +18,24 @@ export const DTYPE_SIZES = {
   I64: 8,
   U64: 8,
   F64: 8,
+  /** complex64: two F32, real then imaginary (safetensors names it C64 too). */
+  C64: 8,
+  /** complex128: two F64; torch files only, safetensors has no name for it. */
+  C128: 16,
 } as const;
 
 export type DType = keyof typeof DTYPE_SIZES;
 
 export function isDType(name: string): name is DType {
   return Object.hasOwn(DTYPE_SIZES, name);
+}
+
+/** Element types a torch file may hold that the safetensors format has no name for. */
+const TORCH_ONLY_DTYPES: ReadonlySet<string> = new Set<DType>(["C128"]);
+
+/** True for a dtype name the safetensors format defines (a header may use it, a writer may write it). */
+export function isSafetensorsDType(name: string): name is DType {
+  return isDType(name) && !TORCH_ONLY_DTYPES.has(name);
 }
 
 export function dtypeSize(dtype: DType): number {

@@ -2,7 +2,14 @@
 
 // --- shared vocabulary
 export { TensorsError, type ErrorKind } from "./errors.js";
-export { DTYPE_SIZES, type DType, isDType, dtypeSize, type TensorInfo } from "./dtypes.js";
+export {
+  DTYPE_SIZES,
+  type DType,
+  isDType,
+  isSafetensorsDType,
+  dtypeSize,
+  type TensorInfo,
+} from "./dtypes.js";
 
 // --- safetensors, dtype conversion, HF directories, inspect (src/safetensors, src/convert, src/hf, src/inspect.ts)
 export {
@@ -63,7 +70,14 @@ export {
 // --- torch.save zip + restricted unpickler + DCP metadata (src/torch, src/dcp)
 export { openTorchFile, type TorchFile, type TorchTensorEntry } from "./torch/reader.js";
 export { TorchStorageRef, TorchTensor } from "./torch/torch-tensor.js";
-export { PickleDict, PickleTuple, PickleSet, PickleGlobal, PickleObject } from "./torch/pickle/values.js";
+export {
+  PickleDict,
+  PickleFloat,
+  PickleTuple,
+  PickleSet,
+  PickleGlobal,
+  PickleObject,
+} from "./torch/pickle/values.js";
 export {
   writeTorchFile,
   type WriteTorchFileOptions,

@@ -8,7 +8,7 @@ import { dtypeSize } from "./dtypes.js";
 import { TensorsError } from "./errors.js";
 import { openHfDirectory } from "./hf/directory.js";
 import { readExactly, readSafetensorsHeader } from "./safetensors/reader.js";
-import { openTorchFile } from "./torch/reader.js";
+import { LEGACY_HEAD_BYTES, looksLikeTorchFile, openTorchFile } from "./torch/reader.js";
 
 export type InspectKind = "safetensors" | "hf-directory" | "torch" | "dcp";
 
@@ -153,12 +153,6 @@ async function inspectHfDirectory(path: string, options: InspectOptions): Promis
   return { kind: "hf-directory", path, files, tensors, metadata };
 }
 
-/** The first bytes of a torch.save file: a zip local header, or the legacy pickle protocol-2 opcode. */
-function looksLikeTorch(head: Uint8Array): boolean {
-  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
-  return zip || (head[0] === 0x80 && head[1] === 0x02);
-}
-
 async function inspectTorchFile(
   path: string,
   source: ByteSource,
@@ -168,7 +162,6 @@ async function inspectTorchFile(
   const torch = await openTorchFile(source);
   const file = basename(path);
   const tensors: InspectedTensor[] = [];
-  let buffer = new Uint8Array(0);
   const hashed = tally(options, torch.tensors);
   for (const t of torch.tensors) {
     const base = { name: t.name, dtype: t.dtype, shape: t.shape, bytes: t.byteLength, file };
@@ -176,9 +169,9 @@ async function inspectTorchFile(
       tensors.push(base);
       continue;
     }
-    if (buffer.length < t.byteLength) buffer = new Uint8Array(t.byteLength);
-    const bytes = await torch.readTensor(t, buffer);
-    tensors.push({ ...base, sha256: createHash("sha256").update(bytes).digest("hex") });
+    const hash = createHash("sha256");
+    for await (const piece of torch.tensorPieces(t, HASH_CHUNK_BYTES)) hash.update(piece);
+    tensors.push({ ...base, sha256: hash.digest("hex") });
     hashed(t.name, t.byteLength);
   }
   return { kind: "torch", path, files: [{ file, size: source.size }], tensors, metadata: {} };
@@ -227,7 +220,7 @@ async function exists(path: string): Promise<boolean> {
  * (`model.safetensors.index.json` or `model.safetensors`), a torch.save file (recognised by its
  * zip signature, whatever its extension) or a torch.distributed.checkpoint directory (`.metadata`).
  * Reads headers and metadata only, unless `sha256` is set: then every tensor's bytes are hashed
- * (safetensors in bounded chunks, torch tensors one at a time; DCP tensors get no hash).
+ * (streamed in bounded chunks, strided torch views in row-major order; DCP tensors get no hash).
  */
 export async function inspectPath(path: string, options: InspectOptions = {}): Promise<InspectReport> {
   const info = await statOrThrow(path);
@@ -243,8 +236,8 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
     return inspectSafetensorsFile(path, options);
   } else {
     const report = await withSource(path, async (source) => {
-      const head = await readExactly(source, 0, Math.min(4, source.size), "file signature");
-      return looksLikeTorch(head) ? inspectTorchFile(path, source, options) : undefined;
+      const head = await readExactly(source, 0, Math.min(LEGACY_HEAD_BYTES, source.size), "file signature");
+      return looksLikeTorchFile(head) ? inspectTorchFile(path, source, options) : undefined;
     });
     if (report) return report;
   }

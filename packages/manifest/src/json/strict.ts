@@ -18,6 +18,11 @@ export interface StrictJsonOptions {
   maxDepth?: number;
   /** Longest allowed text in UTF-16 code units; default {@link MAX_JSON_TEXT_LENGTH}. */
   maxLength?: number;
+  /**
+   * Refuse every number written with a fraction or an exponent (`1.0`, `4e0`), whatever its value
+   * (`JSON_NOT_INTEGER`), for formats whose numbers are all integers, as their reference parsers read them.
+   */
+  integersOnly?: boolean;
 }
 
 /**
@@ -40,7 +45,7 @@ export function parseStrictJson(text: string, options: StrictJsonOptions): JsonV
       { kind: "input", file: options.name },
     );
   }
-  return new Parser(text, options.name, maxDepth).parseDocument();
+  return new Parser(text, options.name, maxDepth, options.integersOnly === true).parseDocument();
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the run stops at control characters on purpose
@@ -54,6 +59,7 @@ class Parser {
     private readonly text: string,
     private readonly name: string,
     private readonly maxDepth: number,
+    private readonly integersOnly: boolean,
   ) {}
 
   parseDocument(): JsonValue {
@@ -321,6 +327,14 @@ class Parser {
         "JSON_NUMBER_OUT_OF_RANGE",
         `number ${truncateForMessage(literal)} cannot be represented exactly`,
         "Integers must lie within ±(2^53-1) and numbers must be finite",
+      );
+    }
+    if (!integral && this.integersOnly) {
+      this.pos = start;
+      throw this.error(
+        "JSON_NOT_INTEGER",
+        `number ${truncateForMessage(literal)} has a fraction or an exponent`,
+        "Numbers here are integers, written without a fraction or an exponent",
       );
     }
     return value;

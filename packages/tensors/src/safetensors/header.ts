@@ -1,5 +1,5 @@
 import { ManifestError, parseStrictJson } from "@ckpt/manifest";
-import { type DType, dtypeSize, isDType, type TensorInfo } from "../dtypes.js";
+import { type DType, dtypeSize, isSafetensorsDType, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 
 /** Largest accepted JSON header: matches the reference implementation's 100 MB limit; real headers are < 10 MiB. */
@@ -97,6 +97,14 @@ const JSON_CODE_MAP: Record<string, TensorsErrorCode> = {
   JSON_NUMBER_OUT_OF_RANGE: "SAFETENSORS_HEADER_NUMBER_OUT_OF_RANGE",
 };
 
+/** The code of a number written with a fraction or exponent, by the field it is in (`w.shape[0]`). */
+function notIntegerCode(field: string | undefined): TensorsErrorCode {
+  if (field?.startsWith("__metadata__")) return "SAFETENSORS_METADATA_INVALID";
+  if (field !== undefined && /\.shape\[\d+\]$/.test(field)) return "SAFETENSORS_SHAPE_INVALID";
+  if (field !== undefined && /\.data_offsets\[\d+\]$/.test(field)) return "SAFETENSORS_OFFSETS_INVALID";
+  return "SAFETENSORS_ENTRY_INVALID";
+}
+
 function decodeHeaderText(bytes: Uint8Array, file: string): string {
   if (bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) {
     throw headerError("SAFETENSORS_HEADER_BOM", file, "header starts with a UTF-8 byte-order mark");
@@ -117,10 +125,15 @@ function parseHeaderJsonSync(text: string, file: string): unknown {
       name: file,
       maxDepth: MAX_HEADER_JSON_DEPTH,
       maxLength: MAX_HEADER_BYTES,
+      // Every number of the format is an integer; `1.0` or `4e0` is refused as the reference parser does.
+      integersOnly: true,
     });
   } catch (error) {
     if (!(error instanceof ManifestError)) throw error;
-    const code = JSON_CODE_MAP[error.code] ?? "SAFETENSORS_HEADER_NOT_JSON";
+    const code =
+      error.code === "JSON_NOT_INTEGER"
+        ? notIntegerCode(error.field)
+        : (JSON_CODE_MAP[error.code] ?? "SAFETENSORS_HEADER_NOT_JSON");
     const detail = error.message.startsWith(`parse ${file}: `)
       ? error.message.slice(`parse ${file}: `.length)
       : error.message;
@@ -231,7 +244,7 @@ function validateEntry(name: string, value: unknown, file: string): Entry {
     }
   }
   const { dtype, shape, data_offsets: offsets } = value;
-  if (typeof dtype !== "string" || !isDType(dtype)) {
+  if (typeof dtype !== "string" || !isSafetensorsDType(dtype)) {
     throw headerError(
       "SAFETENSORS_DTYPE_UNKNOWN",
       file,

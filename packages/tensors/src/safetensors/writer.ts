@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ManifestError, writeFileAtomic } from "@ckpt/manifest";
-import { type DType, dtypeSize, isDType } from "../dtypes.js";
+import { type DType, dtypeSize, isSafetensorsDType } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { HEADER_LENGTH_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK, quote } from "./header.js";
 
@@ -42,7 +42,7 @@ function writeError(code: TensorsErrorCode, message: string, tensor?: string): T
 }
 
 function tensorBytes(t: TensorDescription): number {
-  if (!isDType(t.dtype)) {
+  if (!isSafetensorsDType(t.dtype)) {
     throw writeError(
       "SAFETENSORS_WRITE_INVALID_TENSOR",
       `plan safetensors tensor ${quote(t.name)}: dtype ${quote(String(t.dtype))} is not supported. Use one of the safetensors dtype names.`,

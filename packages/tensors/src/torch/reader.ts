@@ -1,10 +1,12 @@
+import { constants as bufferConstants } from "node:buffer";
 import type { ByteSource } from "@ckpt/manifest";
 import { dtypeSize, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { MAX_PICKLE_BYTES, unpickle } from "./pickle/unpickler.js";
-import { PickleDict, PickleTuple } from "./pickle/values.js";
+import { PickleDict, PickleFloat, PickleTuple } from "./pickle/values.js";
 import { torchPolicy } from "./tensor-policy.js";
 import { type TorchStorageRef, TorchTensor } from "./torch-tensor.js";
+import { spanBytes, stridedPieces } from "./strided.js";
 import { truncateForMessage } from "./text.js";
 import { openZip, readAt, type ZipArchive, type ZipMember } from "./zip/reader.js";
 
@@ -17,10 +19,49 @@ const MAX_SMALL_RECORD_BYTES = 64;
 /** torch writes format version 3; versions 1..MAX_TORCH_FORMAT_VERSION use the same layout. */
 const MAX_TORCH_FORMAT_VERSION = 10;
 
-/** The first bytes of the legacy (pre-1.6, `_use_new_zipfile_serialization=False`) format: PROTO 2, LONG1 magic. */
-const LEGACY_MAGIC = Uint8Array.from([
-  0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
+/** Bytes per piece a tensor streams in: large enough to amortise a read, small enough to keep memory flat. */
+const TENSOR_PIECE_BYTES = 8 * 1024 * 1024;
+/** Storage bytes a strided view reads at once (a view spanning less is read once; a larger one in windows). */
+const STRIDED_WINDOW_BYTES = 64 * 1024 * 1024;
+/**
+ * Logical bytes a view repeating its elements (a stride-0 expansion) may expand to: a few bytes of
+ * storage can claim a tebibyte, and hashing or scanning it would run for hours.
+ */
+const MAX_EXPANDED_VIEW_BYTES = 16 * 1024 ** 3;
+/** Largest tensor read whole into one buffer (V8's typed-array limit); larger ones stream with tensorPieces. */
+const MAX_WHOLE_TENSOR_BYTES = bufferConstants.MAX_LENGTH;
+
+/** torch's legacy-format magic number, the first value the legacy (pre-1.6, non-zip) format pickles. */
+const LEGACY_MAGIC_DECIMAL = "119547037146038801333356";
+/** The magic as LONG1 (protocol 2 and later): 10 little-endian bytes. */
+const LEGACY_MAGIC_LONG1 = Uint8Array.from([
+  0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19,
 ]);
+/** Bytes of a file's start that `isLegacyTorchFile` looks at. */
+export const LEGACY_HEAD_BYTES = 32;
+
+/**
+ * True when `head` starts the legacy non-zip torch format (`_use_new_zipfile_serialization=False` or
+ * torch < 1.6) at any pickle protocol: PROTO and FRAME, then the magic as LONG1, or (protocols 0
+ * and 1) as decimal text after LONG or INT.
+ */
+export function isLegacyTorchFile(head: Uint8Array): boolean {
+  let at = 0;
+  if (head[0] === 0x80) {
+    at = 2;
+    if (head[at] === 0x95) at += 9;
+    return LEGACY_MAGIC_LONG1.every((b, i) => head[at + i] === b);
+  }
+  if (head[0] !== 0x4c && head[0] !== 0x49) return false;
+  const text = Buffer.from(head.subarray(1, 1 + LEGACY_MAGIC_DECIMAL.length)).toString("latin1");
+  return text === LEGACY_MAGIC_DECIMAL;
+}
+
+/** The first bytes of a torch.save file: a zip local header, or the legacy format's pickled magic number. */
+export function looksLikeTorchFile(head: Uint8Array): boolean {
+  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
+  return zip || isLegacyTorchFile(head);
+}
 
 /** One tensor of a torch file: what it is and where its elements are. */
 export interface TorchTensorEntry extends TensorInfo {
@@ -39,8 +80,18 @@ export interface TorchFile {
   /** The unpickled structure, tensors as TorchTensor references. */
   readonly root: unknown;
   readonly tensors: readonly TorchTensorEntry[];
-  /** The tensor's elements, contiguous row-major little-endian (a copy for strided views). */
+  /**
+   * The tensor's elements, contiguous row-major little-endian (a copy for strided views), in one
+   * buffer; a tensor larger than a buffer can hold is refused (`TORCH_TENSOR_TOO_LARGE`): stream it
+   * with `tensorPieces`.
+   */
   readTensor(entry: TorchTensorEntry, into?: Uint8Array): Promise<Uint8Array>;
+  /**
+   * The same bytes as `readTensor`, in pieces of at most `pieceBytes` (one buffer reused: use each
+   * piece before asking for the next), in bounded memory whatever the tensor's size. A view that
+   * repeats its elements past MAX_EXPANDED_VIEW_BYTES is refused (`TORCH_VIEW_TOO_LARGE`).
+   */
+  tensorPieces(entry: TorchTensorEntry, pieceBytes?: number): AsyncGenerator<Uint8Array>;
   /**
    * `length` bytes of a contiguous tensor's elements starting `start` bytes in, with one positioned
    * read, so a large tensor can be streamed in pieces. A strided tensor is refused
@@ -64,20 +115,62 @@ function fileError(code: TensorsErrorCode, file: string, message: string, tensor
   return new TensorsError(code, `read torch file ${file}: ${message}`, { kind: "input", file, tensor });
 }
 
-function keySegment(key: unknown, index: number): string {
-  if (typeof key === "string") return key;
-  if (typeof key === "number" || typeof key === "bigint" || typeof key === "boolean") return String(key);
-  return `#${index}`;
+/** One step of a tensor's path: a dict key or a list index. */
+interface PathSegment {
+  readonly key: unknown;
+  /** Position in its container (names a key of a type with no text form). */
+  readonly index: number;
+  readonly isIndex: boolean;
 }
 
-/** Lists the tensors of a tree, nested keys joined with "."; bounded in depth and visits. */
+function keyText(segment: PathSegment): string {
+  const { key } = segment;
+  if (segment.isIndex) return String(segment.index);
+  if (typeof key === "string") return key;
+  if (
+    typeof key === "number" ||
+    typeof key === "bigint" ||
+    typeof key === "boolean" ||
+    key instanceof PickleFloat
+  )
+    return String(key);
+  return `#${segment.index}`;
+}
+
+/** Segments joined with ".", as torch's state_dict names them. */
+function plainName(path: readonly PathSegment[]): string {
+  return path.map(keyText).join(".");
+}
+
+/**
+ * A name no other path renders to: a string key holding a "." or "[", or reading like a number
+ * or a list index, is written `["a.b"]`, so `{"a.b": t}` and `{"a": {"b": u}}` become `["a.b"]`
+ * and `a.b`.
+ */
+function quotedName(path: readonly PathSegment[]): string {
+  let out = "";
+  for (const segment of path) {
+    const text = keyText(segment);
+    if (typeof segment.key === "string" && !segment.isIndex && /[.[]|^-?\d+$|^#\d+$/.test(text)) {
+      out += `[${JSON.stringify(text)}]`;
+    } else {
+      out += out === "" ? text : `.${text}`;
+    }
+  }
+  return out;
+}
+
+/**
+ * Lists the tensors of a tree, nested keys joined with "." (where two paths would join to one
+ * name, both are written with their dotted keys quoted: see quotedName); bounded in depth and visits.
+ */
 export function collectTensors(root: unknown, file: string): { name: string; tensor: TorchTensor }[] {
-  const found: { name: string; tensor: TorchTensor }[] = [];
-  const path: string[] = [];
+  const found: { path: PathSegment[]; tensor: TorchTensor }[] = [];
+  const path: PathSegment[] = [];
   let visits = 0;
   const walk = (value: unknown): void => {
     if (value instanceof TorchTensor) {
-      found.push({ name: path.join("."), tensor: value });
+      found.push({ path: [...path], tensor: value });
       return;
     }
     const isDict = value instanceof PickleDict;
@@ -96,7 +189,7 @@ export function collectTensors(root: unknown, file: string): { name: string; ten
     if (isDict) {
       let i = 0;
       for (const [key, child] of (value as PickleDict).map) {
-        path.push(keySegment(key, i++));
+        path.push({ key, index: i++, isIndex: false });
         walk(child);
         path.pop();
       }
@@ -104,17 +197,19 @@ export function collectTensors(root: unknown, file: string): { name: string; ten
     }
     const items = Array.isArray(value) ? value : (value as PickleTuple).items;
     for (let i = 0; i < items.length; i++) {
-      path.push(String(i));
+      path.push({ key: i, index: i, isIndex: true });
       walk(items[i]);
       path.pop();
     }
   };
   walk(root);
-  return found;
-}
-
-function startsWith(bytes: Uint8Array, prefix: Uint8Array): boolean {
-  return bytes.length >= prefix.length && prefix.every((b, i) => bytes[i] === b);
+  const plain = found.map((f) => plainName(f.path));
+  const seen = new Map<string, number>();
+  for (const name of plain) seen.set(name, (seen.get(name) ?? 0) + 1);
+  return found.map((f, i) => ({
+    name: seen.get(plain[i]!)! > 1 ? quotedName(f.path) : plain[i]!,
+    tensor: f.tensor,
+  }));
 }
 
 async function readSmallRecord(zip: ZipArchive, member: ZipMember): Promise<string> {
@@ -127,8 +222,8 @@ async function readSmallRecord(zip: ZipArchive, member: ZipMember): Promise<stri
  */
 export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
   const file = source.name;
-  const head = await readAt(source, 0, Math.min(source.size, LEGACY_MAGIC.length));
-  if (startsWith(head, LEGACY_MAGIC)) {
+  const head = await readAt(source, 0, Math.min(source.size, LEGACY_HEAD_BYTES));
+  if (isLegacyTorchFile(head)) {
     throw fileError(
       "TORCH_LEGACY_FORMAT",
       file,
@@ -259,6 +354,61 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
     return member;
   };
 
+  async function* contiguousPieces(
+    member: ZipMember,
+    start: number,
+    length: number,
+    pieceBytes: number,
+  ): AsyncGenerator<Uint8Array> {
+    if (member.method === 0) {
+      const buffer = new Uint8Array(Math.max(1, Math.min(pieceBytes, length)));
+      const at = (await zip.dataOffset(member)) + start;
+      for (let done = 0; done < length; ) {
+        const n = Math.min(buffer.length, length - done);
+        yield await readAt(source, at + done, n, buffer);
+        done += n;
+      }
+      return;
+    }
+    // A deflated member streams from its start: skip to the tensor, stop after it.
+    let position = 0;
+    for await (const piece of zip.memberPieces(member, pieceBytes)) {
+      const from = Math.max(start - position, 0);
+      const to = Math.min(start + length - position, piece.length);
+      position += piece.length;
+      if (from < to) yield piece.subarray(from, to);
+      if (position >= start + length) return;
+    }
+  }
+
+  async function* tensorPieces(
+    entry: TorchTensorEntry,
+    pieceBytes = TENSOR_PIECE_BYTES,
+  ): AsyncGenerator<Uint8Array> {
+    const member = memberOf(entry);
+    const item = dtypeSize(entry.dtype);
+    const base = entry.storageOffset * item;
+    if (entry.contiguous || entry.byteLength === 0) {
+      yield* contiguousPieces(member, base, entry.byteLength, pieceBytes);
+      return;
+    }
+    const view = { shape: entry.shape, stride: entry.stride, item };
+    const span = spanBytes(view);
+    if (entry.byteLength > span && entry.byteLength > MAX_EXPANDED_VIEW_BYTES) {
+      throw new TensorsError(
+        "TORCH_VIEW_TOO_LARGE",
+        `read tensor ${truncateForMessage(entry.name)} of ${file}: a view of ${span} stored bytes expands to ${entry.byteLength} (shape [${entry.shape}], stride [${entry.stride}]); ckpt expands views up to ${MAX_EXPANDED_VIEW_BYTES} bytes. Save the tensor contiguous (.contiguous() or .clone()) if it is meant to be that large`,
+        { file, tensor: entry.name, kind: "refused" },
+      );
+    }
+    yield* stridedPieces(
+      view,
+      (offset, length) => storageBytes(member, base + offset, length),
+      pieceBytes,
+      STRIDED_WINDOW_BYTES,
+    );
+  }
+
   return {
     prefix,
     root,
@@ -300,8 +450,15 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
       if ((!entry.contiguous && entry.byteLength > 0) || member.method !== 0) return undefined;
       return (await zip.dataOffset(member)) + entry.storageOffset * dtypeSize(entry.dtype);
     },
+    tensorPieces,
     async readTensor(entry, into) {
-      const member = memberOf(entry);
+      if (entry.byteLength > MAX_WHOLE_TENSOR_BYTES) {
+        throw new TensorsError(
+          "TORCH_TENSOR_TOO_LARGE",
+          `read tensor ${truncateForMessage(entry.name)} of ${file}: ${entry.byteLength} bytes do not fit one buffer (max ${MAX_WHOLE_TENSOR_BYTES}); stream it with tensorPieces`,
+          { file, tensor: entry.name, kind: "failed" },
+        );
+      }
       if (into && into.length < entry.byteLength) {
         throw new TensorsError(
           "TORCH_BUFFER_TOO_SMALL",
@@ -313,48 +470,18 @@ export async function openTorchFile(source: ByteSource): Promise<TorchFile> {
           },
         );
       }
-      const item = dtypeSize(entry.dtype);
       if (entry.contiguous || entry.byteLength === 0) {
-        return storageBytes(member, entry.storageOffset * item, entry.byteLength, into);
+        const member = memberOf(entry);
+        return storageBytes(member, entry.storageOffset * dtypeSize(entry.dtype), entry.byteLength, into);
       }
-      const { shape, stride } = entry;
-      let last = entry.storageOffset;
-      for (let d = 0; d < shape.length; d++) last += (shape[d]! - 1) * stride[d]!;
-      const span = await storageBytes(
-        member,
-        entry.storageOffset * item,
-        (last - entry.storageOffset + 1) * item,
-      );
       const out = into ? into.subarray(0, entry.byteLength) : new Uint8Array(entry.byteLength);
-      gather(span, out, shape, stride, item);
+      let written = 0;
+      for await (const piece of tensorPieces(entry)) {
+        out.set(piece, written);
+        written += piece.length;
+      }
       return out;
     },
     close: () => source.close(),
   };
-}
-
-/** Copies a strided view into row-major order; the innermost run is copied whole when its stride is 1. */
-function gather(
-  span: Uint8Array,
-  out: Uint8Array,
-  shape: readonly number[],
-  stride: readonly number[],
-  item: number,
-): void {
-  const dims = shape.length;
-  const innerRun = stride[dims - 1] === 1 ? shape[dims - 1]! : 1;
-  const outerDims = innerRun > 1 ? dims - 1 : dims;
-  const runBytes = innerRun * item;
-  const index = new Array<number>(outerDims).fill(0);
-  let source = 0;
-  for (let written = 0; written < out.length; written += runBytes) {
-    out.set(span.subarray(source * item, source * item + runBytes), written);
-    for (let d = outerDims - 1; d >= 0; d--) {
-      index[d]!++;
-      source += stride[d]!;
-      if (index[d]! < shape[d]!) break;
-      source -= stride[d]! * shape[d]!;
-      index[d] = 0;
-    }
-  }
 }

@@ -3,7 +3,7 @@ import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { allowListGlobals } from "./pickle/allow-list.js";
 import { storageDtype, TORCH_GLOBALS } from "./pickle/torch-globals.js";
 import type { UnpicklePolicy } from "./pickle/unpickler.js";
-import { PickleDict, PickleGlobal, PickleTuple } from "./pickle/values.js";
+import { PickleDict, PickleFloat, PickleGlobal, PickleTuple } from "./pickle/values.js";
 import { truncateForMessage } from "./text.js";
 import { TorchStorageRef } from "./torch-tensor.js";
 
@@ -69,14 +69,20 @@ export function torchPolicy(file: string): UnpicklePolicy {
       if (!isIndex(numel) || numel * dtypeSize(dtype) > Number.MAX_SAFE_INTEGER) {
         return fail(
           "TORCH_BAD_PERSISTENT_ID",
-          `storage ${truncateForMessage(key)} has element count ${truncateForMessage(String(numel))}`,
+          `storage ${truncateForMessage(key)} has element count ${truncateForMessage(String(numel))}${numel instanceof PickleFloat ? " (a float)" : ""}; it is an integer`,
         );
       }
-      const cacheKey = `${key}\u0000${dtype}\u0000${numel}`;
-      let ref = storages.get(cacheKey);
+      let ref = storages.get(key);
       if (!ref) {
         ref = new TorchStorageRef(key, dtype, numel);
-        storages.set(cacheKey, ref);
+        storages.set(key, ref);
+      } else if (ref.dtype !== dtype || ref.numel !== numel) {
+        // torch.save never names one storage twice differently; reading it as two types is how
+        // crafted files alias memory (the CVE-2026-24747 class).
+        return fail(
+          "TORCH_STORAGE_CONFLICT",
+          `storage ${truncateForMessage(key)} is named as ${ref.numel} ${ref.dtype} elements and as ${numel} ${dtype}`,
+        );
       }
       return ref;
     },

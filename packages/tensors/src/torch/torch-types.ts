@@ -12,6 +12,8 @@ export const STORAGE_CLASS_DTYPES: Readonly<Record<string, DType>> = {
   CharStorage: "I8",
   ByteStorage: "U8",
   BoolStorage: "BOOL",
+  ComplexFloatStorage: "C64",
+  ComplexDoubleStorage: "C128",
 };
 
 /** torch dtype globals (`torch.bfloat16`, ...) that newer torch puts in persistent ids and DCP metadata. */
@@ -37,6 +39,10 @@ export const TORCH_DTYPE_NAMES: Readonly<Record<string, DType>> = {
   uint64: "U64",
   float8_e4m3fn: "F8_E4M3",
   float8_e5m2: "F8_E5M2",
+  complex64: "C64",
+  cfloat: "C64",
+  complex128: "C128",
+  cdouble: "C128",
 };
 
 /** The storage class torch.save writes for each element type (the reverse of STORAGE_CLASS_DTYPES). */

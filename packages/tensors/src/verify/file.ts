@@ -1,12 +1,18 @@
 import { messageOf } from "@ckpt/errors";
-import { crc32 } from "node:zlib";
 import { basename } from "node:path";
 import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
 import { checkDcpDirectory, DCP_COMPLETENESS_CODES } from "../dcp/completeness.js";
 import { TensorsError } from "../errors.js";
 import { readSafetensorsHeader } from "../safetensors/reader.js";
-import { openTorchFile, type TorchFile } from "../torch/reader.js";
+import {
+  isLegacyTorchFile,
+  LEGACY_HEAD_BYTES,
+  looksLikeTorchFile,
+  openTorchFile,
+  type TorchFile,
+} from "../torch/reader.js";
 import { truncateForMessage } from "../torch/text.js";
+import { readAheadSource } from "../torch/zip/read-ahead.js";
 import { openZip, readAt, type ZipArchive } from "../torch/zip/reader.js";
 import { type FloatDType, isFloatDType, NonFiniteCounter } from "./finite.js";
 import type { TensorProblem } from "./problems.js";
@@ -82,9 +88,7 @@ function notFinite(
 /** The format a name or the first bytes say: `.safetensors` by name, torch.save by its zip or legacy signature. */
 async function detectFormat(path: string, source: ByteSource): Promise<TensorFileFormat | undefined> {
   if (path.endsWith(".safetensors")) return "safetensors";
-  const head = await source.read(0, Math.min(4, source.size));
-  const zip = head[0] === 0x50 && head[1] === 0x4b && head[2] === 0x03 && head[3] === 0x04;
-  if (zip || (head[0] === 0x80 && head[1] === 0x02)) return "torch";
+  if (looksLikeTorchFile(await source.read(0, Math.min(LEGACY_HEAD_BYTES, source.size)))) return "torch";
   if (/\.(pt|pth|bin)$/.test(path)) return "torch";
   return undefined;
 }
@@ -121,7 +125,8 @@ interface ScanTarget {
   readonly name: string;
   readonly dtype: FloatDType;
   readonly byteLength: number;
-  read(start: number, length: number, into: Uint8Array): Promise<Uint8Array>;
+  /** The tensor's bytes in row-major order, in pieces of at most SCAN_CHUNK_BYTES. */
+  pieces(): AsyncIterable<Uint8Array>;
 }
 
 interface FileCounts {
@@ -148,23 +153,20 @@ async function scanTensors(
 ): Promise<{ scannedTensors: number; scannedBytes: number }> {
   const { label } = state;
   state.total += targets.reduce((sum, t) => sum + t.byteLength, 0);
-  const largest = targets.reduce((max, t) => Math.max(max, t.byteLength), 1);
-  const buffer = new Uint8Array(Math.min(SCAN_CHUNK_BYTES, largest));
   let scannedTensors = 0;
   let scannedBytes = 0;
   for (const t of targets) {
     const counter = new NonFiniteCounter(t.dtype);
-    for (let at = 0; at < t.byteLength; ) {
-      const n = Math.min(buffer.length, t.byteLength - at);
-      try {
-        counter.update(await t.read(at, n, buffer));
-      } catch (error) {
-        problems.push({ ...unreadable(label, error), tensor: t.name });
-        return { scannedTensors, scannedBytes };
+    try {
+      for await (const piece of t.pieces()) {
+        counter.update(piece);
+        scannedBytes += piece.length;
+        advance(state, piece.length);
       }
-      at += n;
-      scannedBytes += n;
-      advance(state, n);
+    } catch (error) {
+      if (error instanceof TensorsError && error.code === "FILE_VERIFY_ABORTED") throw error;
+      problems.push({ ...unreadable(label, error), tensor: t.name });
+      return { scannedTensors, scannedBytes };
     }
     scannedTensors++;
     const problem = notFinite(label, t.name, t.dtype, counter);
@@ -191,7 +193,7 @@ const verifySafetensors: FormatVerifier = async (source, state, problems, notes)
       name: t.name,
       dtype: t.dtype as FloatDType,
       byteLength: t.byteLength,
-      read: (start, length, into) => source.read(t.dataOffset + start, length, into),
+      pieces: () => rangePieces(source, t.dataOffset, t.byteLength),
     })),
     state,
     problems,
@@ -199,7 +201,16 @@ const verifySafetensors: FormatVerifier = async (source, state, problems, notes)
   return { tensors: header.tensors.length, ...scanned };
 };
 
-/** Streams every stored member through CRC-32; a deflated member is inflated whole (bounded) by the zip reader. */
+async function* rangePieces(source: ByteSource, offset: number, length: number): AsyncGenerator<Uint8Array> {
+  const buffer = new Uint8Array(Math.max(1, Math.min(SCAN_CHUNK_BYTES, length)));
+  for (let at = 0; at < length; ) {
+    const n = Math.min(buffer.length, length - at);
+    yield await readAt(source, offset + at, n, buffer);
+    at += n;
+  }
+}
+
+/** Streams every member through CRC-32 (a deflated one through the inflater), in bounded pieces. */
 async function checkZipCrcs(
   zip: ZipArchive,
   torch: TorchFile | undefined,
@@ -207,40 +218,32 @@ async function checkZipCrcs(
   problems: TensorProblem[],
 ): Promise<void> {
   const { label } = state;
-  state.total += zip.members.reduce((sum, m) => sum + m.compressedSize, 0);
-  const buffer = new Uint8Array(SCAN_CHUNK_BYTES);
+  state.total += zip.members.reduce((sum, m) => sum + m.size, 0);
+  // Tensors by member, built once: looking them up per member grew with members × tensors.
+  const users = new Map<string, string[]>();
+  for (const t of torch?.tensors ?? []) {
+    const name = `${torch!.prefix}/data/${t.storageKey}`;
+    const list = users.get(name);
+    if (list) list.push(t.name);
+    else users.set(name, [t.name]);
+  }
   for (const member of zip.members) {
-    const users = torch?.tensors.filter((t) => member.name === `${torch.prefix}/data/${t.storageKey}`) ?? [];
-    const mismatch = (detail: string, cause?: string): TensorProblem => ({
-      code: "FILE_CRC_MISMATCH",
-      path: label,
-      message: `${label}: member ${truncateForMessage(member.name)}${users.length > 0 ? ` (tensor ${truncateForMessage(users[0]!.name)}${users.length > 1 ? ` and ${users.length - 1} more` : ""})` : ""} ${detail}`,
-      ...(cause === undefined ? {} : { cause }),
-      ...(users[0] === undefined ? {} : { tensor: users[0].name }),
-    });
+    const tensors = users.get(member.name) ?? [];
     try {
-      if (member.method === 8) {
-        await zip.readMember(member, Number.MAX_SAFE_INTEGER);
-        advance(state, member.compressedSize);
-        continue;
-      }
-      const start = await zip.dataOffset(member);
-      let crc = 0;
-      for (let at = 0; at < member.compressedSize; ) {
-        const n = Math.min(buffer.length, member.compressedSize - at);
-        crc = crc32(await readAt(zip.source, start + at, n, buffer), crc);
-        at += n;
-        advance(state, n);
-      }
-      if (crc !== member.crc32)
-        problems.push(mismatch("fails its CRC-32: its bytes changed after it was written"));
+      for await (const piece of zip.memberPieces(member, SCAN_CHUNK_BYTES)) advance(state, piece.length);
     } catch (error) {
       if (error instanceof TensorsError && error.code === "FILE_VERIFY_ABORTED") throw error;
-      problems.push(
-        causeOf(error) === "ZIP_CRC_MISMATCH"
-          ? mismatch("fails its CRC-32: its bytes changed after it was written", "ZIP_CRC_MISMATCH")
-          : unreadable(label, error),
-      );
+      if (causeOf(error) !== "ZIP_CRC_MISMATCH") {
+        problems.push(unreadable(label, error));
+        continue;
+      }
+      const more = tensors.length > 1 ? ` and ${tensors.length - 1} more` : "";
+      problems.push({
+        code: "FILE_CRC_MISMATCH",
+        path: label,
+        message: `${label}: member ${truncateForMessage(member.name)}${tensors[0] === undefined ? "" : ` (tensor ${truncateForMessage(tensors[0])}${more})`} fails its CRC-32: its bytes changed after it was written`,
+        ...(tensors[0] === undefined ? {} : { tensor: tensors[0] }),
+      });
     }
   }
 }
@@ -251,7 +254,10 @@ const verifyTorch: FormatVerifier = async (source, state, problems, notes) => {
   try {
     zip = await openZip(source);
   } catch (error) {
-    problems.push(unreadable(label, error));
+    // A legacy (non-zip) torch file has no zip to open: openTorchFile names its format.
+    const head = await readAt(source, 0, Math.min(LEGACY_HEAD_BYTES, source.size));
+    const named = isLegacyTorchFile(head) ? await openTorchFile(source).catch((e: unknown) => e) : error;
+    problems.push(unreadable(label, named));
     return NOT_LISTED;
   }
   let torch: TorchFile | undefined;
@@ -272,22 +278,13 @@ const verifyTorch: FormatVerifier = async (source, state, problems, notes) => {
     return { tensors: torch?.tensors.length, scannedTensors: 0, scannedBytes: 0 };
   }
   const opened = torch;
-  let whole = new Uint8Array(0);
   const floats = opened.tensors.filter((t) => isFloatDType(t.dtype));
   const scanned = await scanTensors(
     floats.map((t) => ({
       name: t.name,
       dtype: t.dtype as FloatDType,
       byteLength: t.byteLength,
-      // A contiguous tensor streams in pieces; a strided view is read whole (one tensor at a time).
-      read: async (start, length, into) => {
-        if (t.contiguous) return opened.readTensorRange(t, start, length, into);
-        if (start === 0) {
-          if (whole.length < t.byteLength) whole = new Uint8Array(t.byteLength);
-          await opened.readTensor(t, whole);
-        }
-        return whole.subarray(start, start + length);
-      },
+      pieces: () => opened.tensorPieces(t, SCAN_CHUNK_BYTES),
     })),
     state,
     problems,
@@ -323,7 +320,7 @@ export async function verifyTensorFile(
     const counts =
       format === "safetensors"
         ? await verifySafetensors(source, state, problems, notes)
-        : await verifyTorch(source, state, problems, notes);
+        : await verifyTorch(readAheadSource(source), state, problems, notes);
     return { path, format, size: source.size, ...counts, problems, notes };
   } finally {
     await source.close();

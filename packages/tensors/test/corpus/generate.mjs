@@ -85,6 +85,12 @@ const cases = {
   "shape-string-element": [one(t("F32", ["2"], [0, 8])), "SAFETENSORS_SHAPE_INVALID"],
   "shape-null-element": [one(t("F32", [null], [0, 8])), "SAFETENSORS_SHAPE_INVALID"],
   "shape-nested": [one(t("F32", [[2]], [0, 8])), "SAFETENSORS_SHAPE_INVALID"],
+  // The format's numbers are JSON integers: a fraction or an exponent is refused whatever its value.
+  "shape-one-point-zero": [file('{"w":{"dtype":"F32","shape":[1.0],"data_offsets":[0,4]}}', zeros(4)), "SAFETENSORS_SHAPE_INVALID"],
+  "shape-exponent": [file('{"w":{"dtype":"F32","shape":[1E0],"data_offsets":[0,4]}}', zeros(4)), "SAFETENSORS_SHAPE_INVALID"],
+  "offsets-exponent": [file('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4e0]}}', zeros(4)), "SAFETENSORS_OFFSETS_INVALID"],
+  "offsets-fraction-zero": [file('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0.0,4]}}', zeros(4)), "SAFETENSORS_OFFSETS_INVALID"],
+  "entry-number-float": [file('{"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":2.0}}', zeros(4)), "SAFETENSORS_ENTRY_INVALID"],
   "shape-1e300": [one(t("F32", [1e300], [0, 8])), "SAFETENSORS_SHAPE_INVALID"],
   "shape-product-huge": [one(t("F32", [2 ** 26, 2 ** 26, 2 ** 26], [0, 8])), "SAFETENSORS_SHAPE_TOO_LARGE"],
   "shape-product-overflows-double": [one(t("U8", Array(60).fill(2 ** 52), [0, 8])), "SAFETENSORS_SHAPE_TOO_LARGE"],

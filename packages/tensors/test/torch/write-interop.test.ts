@@ -5,6 +5,7 @@ import { openFileByteSource } from "@ckpt/manifest";
 import { mulberry32, randomInt } from "@ckpt/test-utils";
 import { describe, expect, test } from "vitest";
 import { type DType, dtypeSize } from "../../src/dtypes.js";
+import { PickleFloat } from "../../src/torch/pickle/values.js";
 import { openTorchFile } from "../../src/torch/reader.js";
 import { type TorchTensorDesc, type TorchTree, writeTorchFile } from "../../src/torch/writer/write.js";
 import { type Digest, HELPER, PYTHON_TEST_TIMEOUT, python, scratch, sha256 } from "./python.js";
@@ -72,12 +73,25 @@ describe("files written by ckpt load in torch", () => {
       // Float scalars load with torch.load; torch 1.13's weights_only unpickler has no BINFLOAT, so they get a file of their own.
       const floats = join(dir, "floats.pt");
       await writeTorchFile(floats, {
-        tree: { lr: 0.5, tiny: 1e-300, w: { dtype: "F32", shape: [1] } },
+        tree: {
+          lr: 0.5,
+          tiny: 1e-300,
+          one: new PickleFloat(1),
+          negative_zero: -0,
+          count: 1,
+          w: { dtype: "F32", shape: [1] },
+        },
         provideTensor: () => new Uint8Array([0, 0, 128, 63]),
       });
       const both = await python<Record<string, Loaded>>(HELPER, "load", path, floats);
       expect(both["floats.pt"]!.tree).toMatchObject({
-        items: { lr: { type: "float", value: 0.5 }, tiny: { type: "float", value: 1e-300 } },
+        items: {
+          lr: { type: "float", value: 0.5 },
+          tiny: { type: "float", value: 1e-300 },
+          one: { type: "float", value: 1 },
+          negative_zero: { type: "float", value: -0 },
+          count: { type: "int", value: 1 },
+        },
       });
       const loaded = both["written.pt"]!;
       expect(loaded.tensors).toEqual(provided);
@@ -106,7 +120,9 @@ describe("files written by ckpt load in torch", () => {
         expect(sha256(await file.readTensor(entry))).toBe(provided[entry.name]!.sha256);
       await file.close();
       const floatFile = await openTorchFile(await openFileByteSource(floats));
-      expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toBe(1e-300);
+      expect((floatFile.root as { map: Map<string, unknown> }).map.get("tiny")).toEqual(
+        new PickleFloat(1e-300),
+      );
       await floatFile.close();
     },
     PYTHON_TEST_TIMEOUT,

@@ -3,7 +3,7 @@ import { truncateForMessage } from "../text.js";
 import { TorchStorageRef, TorchTensor } from "../torch-tensor.js";
 import { STORAGE_CLASS_DTYPES, TORCH_DTYPE_NAMES } from "../torch-types.js";
 import { type AllowList, type GlobalHandler, type Refuse, VALUE } from "./allow-list.js";
-import { PickleDict, type PickleGlobal, PickleTuple } from "./values.js";
+import { PickleDict, PickleFloat, PickleGlobal, PickleObject, PickleTuple } from "./values.js";
 
 /** Dimensions of one tensor: torch itself caps at 64 (c10 SmallVector sizes, MAX_DIMS in TensorIterator is 25). */
 const MAX_TENSOR_DIMS = 64;
@@ -21,7 +21,13 @@ function intTuple(value: unknown, label: string, fail: Refuse): number[] {
     if (typeof item === "number" && Number.isSafeInteger(item) && item < 0 && label === "stride") {
       return fail("TORCH_NEGATIVE_STRIDE", `stride ${item} is negative`);
     }
-    if (!isIndex(item)) return fail("TORCH_BAD_TENSOR", `${label} holds ${truncateForMessage(String(item))}`);
+    if (!isIndex(item)) {
+      const kind = item instanceof PickleFloat ? " (a float)" : "";
+      return fail(
+        "TORCH_BAD_TENSOR",
+        `${label} holds ${truncateForMessage(String(item))}${kind}; sizes are integers`,
+      );
+    }
     return item;
   });
 }
@@ -32,7 +38,12 @@ function rebuildTensor(args: readonly unknown[], _global: PickleGlobal, fail: Re
   const [storage, offset, sizeArg, strideArg, requiresGrad] = args;
   if (!(storage instanceof TorchStorageRef))
     return fail("TORCH_BAD_TENSOR", "tensor storage is not a persistent storage");
-  if (!isIndex(offset)) return fail("TORCH_BAD_TENSOR", "storage offset is not a non-negative integer");
+  if (!isIndex(offset)) {
+    return fail(
+      "TORCH_BAD_TENSOR",
+      `storage offset ${truncateForMessage(String(offset))}${offset instanceof PickleFloat ? " (a float)" : ""} is not a non-negative integer`,
+    );
+  }
   const shape = intTuple(sizeArg, "size", fail);
   const stride = intTuple(strideArg, "stride", fail);
   if (shape.length !== stride.length) {
@@ -72,6 +83,57 @@ function rebuildParameter(args: readonly unknown[], _global: PickleGlobal, fail:
     requiresGrad === true,
     true,
   );
+}
+
+/** The sparse layouts torch.save writes, and the names of their component tensors in order. */
+const SPARSE_COMPONENTS: Readonly<Record<string, readonly string[]>> = {
+  sparse_coo: ["indices", "values"],
+  sparse_csr: ["crow_indices", "col_indices", "values"],
+  sparse_csc: ["ccol_indices", "row_indices", "values"],
+  sparse_bsr: ["crow_indices", "col_indices", "values"],
+  sparse_bsc: ["ccol_indices", "row_indices", "values"],
+};
+
+/** `torch.serialization._get_layout("torch.sparse_coo")`: a lookup in a fixed table, answered here. */
+const GET_LAYOUT: GlobalHandler = {
+  call: (args, _global, fail) => {
+    const [name] = args;
+    const layout = typeof name === "string" && name.startsWith("torch.") ? name.slice("torch.".length) : "";
+    return args.length === 1 && Object.hasOwn(SPARSE_COMPONENTS, layout)
+      ? new PickleGlobal("torch", layout)
+      : fail("PICKLE_CALL_REFUSED", `_get_layout of ${truncateForMessage(String(name))}`);
+  },
+};
+
+/**
+ * `_rebuild_sparse_tensor(layout, (indices..., values, size[, coalesced]))`: a sparse tensor is
+ * its dense component tensors, so it reads as a dict of them (`w.indices`, `w.values`).
+ */
+function rebuildSparse(args: readonly unknown[], _global: PickleGlobal, fail: Refuse): PickleDict {
+  const [layout, data] = args;
+  const names = layout instanceof PickleGlobal ? SPARSE_COMPONENTS[layout.name] : undefined;
+  if (!names || !(data instanceof PickleTuple) || data.items.length < names.length + 1) {
+    return fail("TORCH_BAD_TENSOR", "_rebuild_sparse_tensor without a sparse layout and its tensors");
+  }
+  const components = new PickleDict(false);
+  names.forEach((name, i) => {
+    const tensor = data.items[i];
+    if (!(tensor instanceof TorchTensor)) fail("TORCH_BAD_TENSOR", `sparse ${name} is not a tensor`);
+    components.map.set(name, tensor);
+  });
+  intTuple(data.items[names.length], "size", fail);
+  return components;
+}
+
+/** `_rebuild_meta_tensor_no_storage(dtype, size, stride, requires_grad)`: a tensor with no data, never listed. */
+function rebuildMeta(args: readonly unknown[], global: PickleGlobal, fail: Refuse): PickleObject {
+  const [dtype, size, stride] = args;
+  if (!(dtype instanceof PickleGlobal) || storageDtype(dtype) === undefined) {
+    return fail("TORCH_BAD_TENSOR", "meta tensor without a dtype");
+  }
+  intTuple(size, "size", fail);
+  intTuple(stride, "stride", fail);
+  return new PickleObject(global, args);
 }
 
 /** `collections.OrderedDict()`: an empty ordered dict (SETITEMS fills it). */
@@ -132,6 +194,9 @@ export const TORCH_GLOBALS: AllowList = new Map<string, GlobalHandler>([
   ["torch._utils._rebuild_tensor", { call: rebuildTensor }],
   ["torch._utils._rebuild_parameter", { call: rebuildParameter }],
   ["torch._utils._rebuild_parameter_with_state", { call: rebuildParameter }],
+  ["torch._utils._rebuild_sparse_tensor", { call: rebuildSparse }],
+  ["torch._utils._rebuild_meta_tensor_no_storage", { call: rebuildMeta }],
+  ["torch.serialization._get_layout", GET_LAYOUT],
   // Storage types and dtypes are named by persistent ids; they are values, never called.
   ...Object.keys(STORAGE_CLASS_DTYPES).map((name) => [`torch.${name}`, VALUE] as const),
   ...Object.keys(TORCH_DTYPE_NAMES).map((name) => [`torch.${name}`, VALUE] as const),

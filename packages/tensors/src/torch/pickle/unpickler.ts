@@ -1,6 +1,6 @@
 import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
-import { PickleDict, PickleGlobal, PickleObject, PickleSet, PickleTuple } from "./values.js";
+import { PickleDict, PickleFloat, PickleGlobal, PickleObject, PickleSet, PickleTuple } from "./values.js";
 
 /** Largest pickle accepted: a torch data.pkl for 100k tensors is a few MB; bounds memory. */
 export const MAX_PICKLE_BYTES = 256 * 1024 * 1024;
@@ -65,6 +65,7 @@ function isHashable(key: unknown): boolean {
     typeof key === "number" ||
     typeof key === "bigint" ||
     typeof key === "boolean" ||
+    key instanceof PickleFloat ||
     key instanceof PickleTuple ||
     key instanceof PickleObject ||
     (key instanceof PickleSet && key.frozen) ||
@@ -385,6 +386,9 @@ export function unpickle(bytes: Uint8Array, policy: UnpicklePolicy, file: string
         if (items.length % 2 !== 0)
           fail("PICKLE_INVALID", `SETITEMS with an odd number of items at offset ${opAt}`);
         const target = top();
+        // Checked before the items: an empty SETITEMS on a list must not pass for a dict update.
+        if (!(target instanceof PickleDict))
+          fail("PICKLE_INVALID", `SETITEMS on a non-dict at offset ${opAt}`);
         for (let i = 0; i < items.length; i += 2) setItem(target, items[i], items[i + 1]);
         break;
       }
@@ -408,7 +412,7 @@ export function unpickle(bytes: Uint8Array, policy: UnpicklePolicy, file: string
         break;
       }
       case 0x47:
-        push(view.getFloat64(need(8), false));
+        push(new PickleFloat(view.getFloat64(need(8), false)));
         break;
       case 0x88:
         push(true);

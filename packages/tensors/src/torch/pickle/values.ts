@@ -1,8 +1,22 @@
 /**
- * Plain values built by the restricted unpickler. Python str, int, float, bool, None, bytes and
- * list map to string, number (bigint past 2^53), number, boolean, null, Uint8Array and Array;
+ * Plain values built by the restricted unpickler. Python str, int, bool, None, bytes and list map
+ * to string, number (bigint past 2^53), boolean, null, Uint8Array and Array;
  * the classes below stand for the Python types JavaScript has no direct equivalent for.
  */
+
+/** A Python float, kept apart from int: `4.0` where a format needs an integer (a size, an offset) is refused. */
+export class PickleFloat {
+  constructor(
+    /** The float's value. */
+    readonly value: number,
+  ) {}
+  /** As Python prints it: `4.0`, `0.5`, `inf`. */
+  toString(): string {
+    if (Number.isNaN(this.value)) return "nan";
+    if (!Number.isFinite(this.value)) return this.value > 0 ? "inf" : "-inf";
+    return Number.isInteger(this.value) ? this.value.toFixed(1) : String(this.value);
+  }
+}
 
 /** A Python tuple (kept apart from lists so sizes and strides stay recognisable). */
 export class PickleTuple {

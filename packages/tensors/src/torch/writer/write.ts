@@ -3,6 +3,7 @@ import { open, rename, unlink } from "node:fs/promises";
 import { basename, extname } from "node:path";
 import { type DType, dtypeSize, isDType } from "../../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../../errors.js";
+import { PickleFloat } from "../pickle/values.js";
 import { truncateForMessage } from "../text.js";
 import { DTYPE_STORAGE_CLASSES } from "../torch-types.js";
 import { Pickler } from "./pickler.js";
@@ -14,8 +15,13 @@ export interface TorchTensorDesc {
   readonly shape: readonly number[];
 }
 
-/** Values a written tree may hold: nested dicts, tensors, and a few plain scalars (step counters, names). */
-export type TorchTreeValue = TorchTensorDesc | TorchTree | string | number | boolean | null;
+/**
+ * Values a written tree may hold: nested dicts, tensors, and a few plain scalars (step counters,
+ * names). A number is written as a Python int when it is a safe integer, else as a float (`-0`
+ * included); a JavaScript number cannot say `1.0`, so a float with an integral value is a
+ * `PickleFloat` (as the reader returns it).
+ */
+export type TorchTreeValue = TorchTensorDesc | TorchTree | PickleFloat | string | number | boolean | null;
 export interface TorchTree {
   readonly [key: string]: TorchTreeValue;
 }
@@ -73,8 +79,9 @@ export function planTorchPickle(
     if (value === null) p.none();
     else if (typeof value === "string") p.string(value);
     else if (typeof value === "boolean") p.bool(value);
+    else if (value instanceof PickleFloat) p.float(value.value);
     else if (typeof value === "number") {
-      if (Number.isSafeInteger(value)) p.int(value);
+      if (Number.isSafeInteger(value) && !Object.is(value, -0)) p.int(value);
       else p.float(value);
     } else if (isTensorDesc(value)) writeTensor(value, name);
     else writeNested(value, name, depth);

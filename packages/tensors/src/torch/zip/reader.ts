@@ -1,5 +1,5 @@
 import { promisify } from "node:util";
-import { crc32, inflateRaw } from "node:zlib";
+import { createInflateRaw, crc32, inflateRaw } from "node:zlib";
 import type { ByteSource } from "@ckpt/manifest";
 import { TensorsError, type TensorsErrorCode } from "../../errors.js";
 import { truncateForMessage } from "../text.js";
@@ -52,6 +52,12 @@ export interface ZipArchive {
   dataOffset(member: ZipMember): Promise<number>;
   /** The whole member, inflated if needed, CRC-checked; refused above `maxBytes`. */
   readMember(member: ZipMember, maxBytes: number): Promise<Uint8Array>;
+  /**
+   * The member's bytes in order, inflated if needed, in pieces of at most `pieceBytes` (a piece may
+   * be reused once the next is asked for), whatever the member's size; when read to the end its
+   * size and CRC-32 are checked (`ZIP_SIZE_MISMATCH`, `ZIP_CRC_MISMATCH`).
+   */
+  memberPieces(member: ZipMember, pieceBytes: number): AsyncGenerator<Uint8Array>;
 }
 
 function zipError(code: TensorsErrorCode, file: string, message: string, cause?: unknown): TensorsError {
@@ -409,5 +415,80 @@ export async function openZip(source: ByteSource): Promise<ZipArchive> {
     return data;
   }
 
-  return { source, members, member: (name) => byName.get(name), dataOffset, readMember };
+  async function* storedPieces(member: ZipMember, pieceBytes: number): AsyncGenerator<Uint8Array> {
+    const start = await dataOffset(member);
+    const buffer = new Uint8Array(Math.max(1, Math.min(pieceBytes, member.compressedSize)));
+    for (let at = 0; at < member.compressedSize; ) {
+      const n = Math.min(buffer.length, member.compressedSize - at);
+      yield await readAt(source, start + at, n, buffer);
+      at += n;
+    }
+  }
+
+  async function* memberPieces(member: ZipMember, pieceBytes: number): AsyncGenerator<Uint8Array> {
+    const quoted = truncateForMessage(member.name);
+    if (member.method === 8 && member.size > member.compressedSize * MAX_DEFLATE_RATIO + 1024) {
+      throw zipError(
+        "ZIP_BOMB",
+        file,
+        `member ${quoted} claims ${member.size} bytes from ${member.compressedSize} compressed`,
+      );
+    }
+    const raw = storedPieces(member, pieceBytes);
+    let pieces: AsyncIterable<Uint8Array> = raw;
+    if (member.method === 8) {
+      // Copies each compressed piece: the inflater may still hold it when the next one is read.
+      const inflater = createInflateRaw({ chunkSize: Math.min(Math.max(pieceBytes, 64), 1024 * 1024) });
+      const feed = async (): Promise<void> => {
+        for await (const piece of raw) {
+          if (inflater.destroyed) return;
+          if (!inflater.write(piece.slice())) {
+            await new Promise((resolve) => {
+              inflater.once("drain", resolve);
+              inflater.once("close", resolve);
+            });
+          }
+        }
+        if (!inflater.destroyed) inflater.end();
+      };
+      feed().catch((error: unknown) => inflater.destroy(error as Error));
+      pieces = inflater;
+    }
+    let size = 0;
+    let crc = 0;
+    try {
+      for await (const piece of pieces) {
+        size += piece.length;
+        if (size > member.size) {
+          throw zipError(
+            "ZIP_SIZE_MISMATCH",
+            file,
+            `member ${quoted} holds more than the ${member.size} bytes the directory says`,
+          );
+        }
+        crc = crc32(piece, crc);
+        yield piece;
+      }
+    } catch (cause) {
+      if (cause instanceof TensorsError) throw cause;
+      throw zipError(
+        "ZIP_INFLATE_FAILED",
+        file,
+        `inflate member ${quoted}: ${(cause as Error).message}`,
+        cause,
+      );
+    } finally {
+      if (pieces !== raw) (pieces as ReturnType<typeof createInflateRaw>).destroy();
+    }
+    if (size !== member.size) {
+      throw zipError(
+        "ZIP_SIZE_MISMATCH",
+        file,
+        `member ${quoted} holds ${size} bytes; the directory says ${member.size}`,
+      );
+    }
+    if (crc !== member.crc32) throw zipError("ZIP_CRC_MISMATCH", file, `member ${quoted} fails its CRC-32`);
+  }
+
+  return { source, members, member: (name) => byName.get(name), dataOffset, readMember, memberPieces };
 }

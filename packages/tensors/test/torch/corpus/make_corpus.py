@@ -226,8 +226,8 @@ for label, module, name in [("os_system", "os", "system"), ("builtins_eval", "bu
                 b"\x80\x02" + g(module, name) + s("echo pwned") + b"\x85R.")
 with_pickle("pickle_stack_global_os_system.pt", "PICKLE_GLOBAL_REFUSED",
             b"\x80\x04\x8c\x02os\x8c\x06system\x93\x8c\x04echo\x85R.")
-with_pickle("pickle_storage_type_complex.pt", "PICKLE_GLOBAL_REFUSED",
-            state_dict([("w", tensor(cls="ComplexFloatStorage"))]))
+with_pickle("pickle_storage_type_qint8.pt", "PICKLE_GLOBAL_REFUSED",
+            state_dict([("w", tensor(cls="QInt8Storage"))]))
 
 # ---- opcodes outside the allow-list --------------------------------------------------------------
 for label, body in [("inst", b"(ios\nsystem\nS'x'\n."), ("obj", b"(" + g("collections", "OrderedDict") + b"o."),
@@ -279,8 +279,38 @@ with_pickle("tensor_huge_shape.pt", "TORCH_BAD_TENSOR",
             state_dict([("w", tensor(size=(2**40, 2**40), stride=(1, 1)))]))
 with_pickle("tensor_storage_not_persistent.pt", "TORCH_BAD_TENSOR",
             state_dict([("w", g("torch._utils", "_rebuild_tensor_v2") + b"(" + s("x") + i(0) + tup((1,)) + tup((1,)) + b"\x89}tR")]))
+# {"a.b": t, "a": {"b": u}} reads as ["a.b"] and a.b; a third key spelling the quoted name collides.
 with_pickle("tensor_duplicate_names.pt", "TORCH_DUPLICATE_TENSOR_NAME",
-            b"\x80\x02}(" + s("a.b") + tensor() + s("a") + b"}" + s("b") + tensor() + b"su.")
+            b"\x80\x02}(" + s("a.b") + tensor() + s("a") + b"}" + s("b") + tensor() + b"s"
+            + s('["a.b"]') + tensor() + b"u.")
+
+
+# ---- what the format does not allow, though a permissive reader would take it -------------------
+def f(x):
+    """BINFLOAT: a Python float, where torch.save always writes an int."""
+    return b"G" + struct.pack(">d", x)
+
+
+def tensor_raw(persistent, offset, size, stride):
+    return (g("torch._utils", "_rebuild_tensor_v2") + b"(" + persistent + offset + size + stride
+            + b"\x89" + g("collections", "OrderedDict") + b")R" + b"tR")
+
+
+with_pickle("tensor_numel_float.pt", "TORCH_BAD_PERSISTENT_ID", state_dict([("w", tensor_raw(
+    b"(" + s("storage") + g("torch", "FloatStorage") + s("0") + s("cpu") + f(4.0) + b"tQ", i(0), tup((4,)), tup((1,))))]))
+with_pickle("tensor_offset_float.pt", "TORCH_BAD_TENSOR",
+            state_dict([("w", tensor_raw(pid(), f(0.0), tup((4,)), tup((1,))))]))
+with_pickle("tensor_size_float.pt", "TORCH_BAD_TENSOR",
+            state_dict([("w", tensor_raw(pid(), i(0), b"(" + f(4.0) + b"t", tup((1,))))]))
+with_pickle("tensor_stride_float.pt", "TORCH_BAD_TENSOR",
+            state_dict([("w", tensor_raw(pid(), i(0), tup((4,)), b"(" + f(1.0) + b"t"))]))
+with_pickle("tensor_storage_dtype_conflict.pt", "TORCH_STORAGE_CONFLICT",
+            state_dict([("a", tensor()), ("b", tensor(cls="IntStorage"))]))
+with_pickle("tensor_storage_numel_conflict.pt", "TORCH_STORAGE_CONFLICT",
+            state_dict([("a", tensor()), ("b", tensor(numel=2, size=(2,)))]))
+with_pickle("pickle_setitems_empty_on_list.pt", "PICKLE_INVALID", b"\x80\x02](u.")
+with_pickle("pickle_setitems_on_tuple.pt", "PICKLE_INVALID", b"\x80\x02)(" + s("k") + s("v") + b"u.")
+with_pickle("pickle_setitem_on_tuple.pt", "PICKLE_INVALID", b"\x80\x02)" + s("k") + s("v") + b"s.")
 
 with open(os.path.join(OUT, "expected.json"), "w") as f:
     json.dump(dict(sorted(expected.items())), f, indent=1)
