@@ -25,7 +25,6 @@ export interface TrainOptions {
   readonly steps: number;
   readonly saveEvery: number;
   readonly result: string;
-  readonly format?: "consolidated" | "dcp";
   readonly stepMs?: number;
   readonly writePauseMs?: number;
   /** Further checkpoint knobs (JSON object). */
@@ -45,8 +44,6 @@ export function trainArgs(o: TrainOptions): string[] {
     String(o.steps),
     "--save-every",
     String(o.saveEvery),
-    "--format",
-    o.format ?? "consolidated",
     "--step-ms",
     String(o.stepMs ?? 0),
     "--write-pause-ms",
@@ -88,17 +85,6 @@ export async function readResult(path: string): Promise<TrainResult> {
   return JSON.parse(await readFile(path, "utf8")) as TrainResult;
 }
 
-/** What one rank read on resume and which model keys its shard held. */
-export async function readRankResult(
-  path: string,
-  rank: number,
-): Promise<{ read: string[]; shard_keys: string[] }> {
-  return JSON.parse(await readFile(`${path}.rank${rank}`, "utf8")) as {
-    read: string[];
-    shard_keys: string[];
-  };
-}
-
 /** The run attempts (RUN_TS directories) under the example's run directory, oldest first. */
 export async function attemptDirs(outputRoot: string): Promise<string[]> {
   const runDir = join(outputRoot, ...RUN_PATH);
@@ -133,21 +119,12 @@ async function readWholeTorchFile(path: string): Promise<void> {
 
 /**
  * Proves a checkpoint directory complete without the manager's help: every component of the full
- * plan is there, each torch.save file (and under dcp each rank's shard) opens, every zip member
+ * plan is there, each torch.save file opens, every zip member
  * matches its CRC-32 and every float is finite. Returns the files checked; throws naming what is missing or torn.
  */
-export async function assertCompleteCheckpoint(iterDir: string, worldSize = 1): Promise<string[]> {
+export async function assertCompleteCheckpoint(iterDir: string): Promise<string[]> {
   const checked: string[] = [];
   for (const name of ["model", "optim", "trainer", "data"]) {
-    const asDir = await isDirectory(join(iterDir, name));
-    if (asDir === true) {
-      for (let rank = 0; rank < worldSize; rank++) {
-        const shard = join(iterDir, name, `__${rank}_0.distcp`);
-        await readWholeTorchFile(shard);
-        checked.push(shard);
-      }
-      continue;
-    }
     const file = join(iterDir, `${name}.pt`);
     if ((await isDirectory(file)) !== false) throw new Error(`${iterDir}: component ${name} is missing`);
     await readWholeTorchFile(file);

@@ -11,10 +11,9 @@ One process:
         python3 examples/train_mlp.py --output-root /tmp/out --steps 40 --save-every 10
 
 Several ranks (torch.distributed, gloo on CPU): start one process per rank with RANK,
-WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun does). Under --format dcp each rank
-writes its own shard of the model and optimizer into the component directories; rank 0 writes
-trainer.pt and data.pt. On resume each rank reads back only its own shard and the owners
-broadcast their parameters.
+WORLD_SIZE, MASTER_ADDR and MASTER_PORT set (as torchrun does); rank 0 writes the consolidated
+components. Sharded DCP checkpoints are examples/train_fsdp2.py's (real
+torch.distributed.checkpoint on PyTorch 2).
 """
 
 import argparse
@@ -31,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ckpt_trainer_client import RankGroup, Sidecar, fsync_file, fsync_tree  # noqa: E402
+from ckpt_trainer_client import RankGroup, Sidecar, fsync_file  # noqa: E402
 
 DATA_SEED = 20240901
 SAMPLES, FEATURES, CLASSES, BATCH = 512, 16, 4, 32
@@ -51,7 +50,6 @@ def parse_args():
     p.add_argument("--save-every", type=int, default=10)
     p.add_argument("--resume", default="auto", help="auto | off | an iter_* directory")
     p.add_argument("--resume-sha256", default=None, help="pin an explicit resume to its manifest SHA-256")
-    p.add_argument("--format", choices=("consolidated", "dcp"), default="consolidated")
     p.add_argument("--config-json", default="{}", help="further checkpoint knobs as a JSON object")
     p.add_argument("--socket", default=None, help="connect to `ckpt-trainer serve --socket PATH`")
     p.add_argument("--seed", type=int, default=7)
@@ -177,43 +175,15 @@ def digest(model):
 
 # --- saving and loading the components the sidecar names --------------------------------------
 
-def owned_keys(keys, rank, world):
-    """The state keys rank `rank` owns under dcp: a round-robin split of the sorted names."""
-    return [k for i, k in enumerate(sorted(keys)) if i % world == rank]
-
-
-def optimizer_by_name(model, optimizer):
-    names = [n for n, _ in model.named_parameters()]
-    state = optimizer.state_dict()
-    per_param = {names[i]: v for i, v in state["state"].items()}
-    return names, state, per_param
-
-
 WRITTEN = ("data", "model", "optim", "trainer")
-
-
-def shard_path(directory, rank):
-    return os.path.join(directory, "__%d_0.distcp" % rank)
 
 
 def write_component(name, path, is_dir, ctx):
     model, optimizer, cursor, rank, world, step = ctx["model"], ctx["optimizer"], ctx["cursor"], ctx["rank"], \
         ctx["world"], ctx["step"]
     if is_dir:
-        os.makedirs(path, exist_ok=True)
-        if name == "model":
-            state = model.state_dict()
-            payload = {k: state[k] for k in owned_keys(state.keys(), rank, world)}
-        elif name == "optim":
-            names, state, per_param = optimizer_by_name(model, optimizer)
-            payload = {"state": {k: per_param[k] for k in owned_keys(names, rank, world) if k in per_param},
-                       "param_groups": state["param_groups"]}
-        else:
-            raise SystemExit("no directory writer for component %r" % name)
-        target = shard_path(path, rank)
-        torch.save(payload, target)
-        fsync_tree(path)
-        return
+        raise SystemExit("component %r is a directory (checkpoint_format dcp): this example writes "
+                         "consolidated files; examples/train_fsdp2.py saves DCP" % name)
     if rank != 0:
         return  # file components belong to rank 0 (it gathered what they hold)
     if name == "model":
@@ -252,50 +222,16 @@ def gather_rng(ctx):
 
 
 def load(point, model, optimizer, cursor, rank, world):
-    """Restore from the resume point; returns the step to continue from and the files read."""
+    """Restore from the resume point; returns the step to continue from."""
     comps = point.components
-    read = []
     trainer = torch.load(comps["trainer"])
-    read.append(comps["trainer"])
     if trainer["world_size"] != world:
         raise SystemExit("checkpoint was written by %d ranks, this run has %d" % (trainer["world_size"], world))
-    if "model" in point.directories:
-        names = [n for n, _ in model.named_parameters()]
-        mine = shard_path(comps["model"], rank)
-        model_shard = torch.load(mine)
-        read.append(mine)
-        mine = shard_path(comps["optim"], rank)
-        optim_shard = torch.load(mine)
-        read.append(mine)
-        state = model.state_dict()
-        full_optim = {"state": {}, "param_groups": optim_shard["param_groups"]}
-        with torch.no_grad():
-            for i, key in enumerate(sorted(state.keys())):
-                owner = i % world
-                tensor = model_shard[key] if owner == rank else torch.empty_like(state[key])
-                if world > 1:
-                    dist.broadcast(tensor, src=owner)
-                state[key].copy_(tensor)
-            for i, key in enumerate(sorted(names)):
-                owner = i % world
-                entry = optim_shard["state"].get(key) if owner == rank else None
-                if world > 1:
-                    box = [entry]
-                    dist.broadcast_object_list(box, src=owner)
-                    entry = box[0]
-                if entry is not None:
-                    full_optim["state"][names.index(key)] = entry
-        optimizer.load_state_dict(full_optim)
-        shard_keys = sorted(model_shard.keys())
-    else:
-        model.load_state_dict(torch.load(comps["model"]))
-        optimizer.load_state_dict(torch.load(comps["optim"]))
-        read.extend([comps["model"], comps["optim"]])
-        shard_keys = sorted(model.state_dict().keys())
+    model.load_state_dict(torch.load(comps["model"]))
+    optimizer.load_state_dict(torch.load(comps["optim"]))
     cursor.load_state_dict(torch.load(comps["data"]))
-    read.append(comps["data"])
     set_rng_state(trainer["rng"][rank])
-    return trainer["step"], read, shard_keys
+    return trainer["step"]
 
 
 def validate(model, data, world):
@@ -345,7 +281,7 @@ def main():
         sidecar = Sidecar.connect(args.socket) if args.socket else Sidecar.spawn()
     group = RankGroup(rank, world, sidecar, broadcast, barrier, any_true)
 
-    config = {"save_every": args.save_every, "resume": args.resume, "checkpoint_format": args.format}
+    config = {"save_every": args.save_every, "resume": args.resume, "checkpoint_format": "consolidated"}
     if args.resume_sha256:
         config["resume_sha256"] = args.resume_sha256
     config.update(json.loads(args.config_json))
@@ -361,9 +297,9 @@ def main():
     torch.manual_seed(args.seed + rank)
 
     point = group.resume()
-    step, read, shard_keys = 0, [], []
+    step = 0
     if point.kind == "checkpoint":
-        step, read, shard_keys = load(point, model, optimizer, cursor, rank, world)
+        step = load(point, model, optimizer, cursor, rank, world)
         log(rank, "resumed from %s (iter %d): %s" % (point.iter_dir, step, point.reason))
     else:
         log(rank, "fresh start: %s" % point.reason)
@@ -414,8 +350,6 @@ def main():
             "attempt_dir": attempt.attempt_dir,
             "validations": validations,
         })
-    if args.result:
-        write_result("%s.rank%d" % (args.result, rank), {"read": read, "shard_keys": shard_keys})
     if world > 1:
         dist.destroy_process_group()
 
