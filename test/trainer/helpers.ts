@@ -119,18 +119,15 @@ async function readWholeTorchFile(path: string): Promise<void> {
 
 /**
  * Proves a checkpoint directory complete without the manager's help: every component of the full
- * plan is there, each torch.save file opens, every zip member
- * matches its CRC-32 and every float is finite. Returns the files checked; throws naming what is missing or torn.
+ * plan is there, each torch.save file opens, every zip member matches its CRC-32 and every float
+ * is finite. Throws naming what is missing or torn.
  */
-export async function assertCompleteCheckpoint(iterDir: string): Promise<string[]> {
-  const checked: string[] = [];
+async function assertCompleteCheckpoint(iterDir: string): Promise<void> {
   for (const name of ["model", "optim", "trainer", "data"]) {
     const file = join(iterDir, `${name}.pt`);
     if ((await isDirectory(file)) !== false) throw new Error(`${iterDir}: component ${name} is missing`);
     await readWholeTorchFile(file);
-    checked.push(file);
   }
-  return checked;
 }
 
 /**
@@ -139,7 +136,6 @@ export async function assertCompleteCheckpoint(iterDir: string): Promise<string[
  */
 export async function checkLatestPointer(
   attemptDir: string,
-  worldSize = 1,
 ): Promise<{ iteration: number; dir: string } | undefined> {
   const root = join(attemptDir, CHECKPOINTS_DIR);
   let pointer: { iterDirName: string; iteration: number };
@@ -150,7 +146,7 @@ export async function checkLatestPointer(
     throw error;
   }
   const dir = join(root, pointer.iterDirName);
-  await assertCompleteCheckpoint(dir, worldSize);
+  await assertCompleteCheckpoint(dir);
   return { iteration: pointer.iteration, dir };
 }
 
