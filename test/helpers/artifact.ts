@@ -5,6 +5,7 @@ import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ARTIFACT_MANIFEST, type ArtifactManifest, formatIterDir } from "@ckpt/manifest";
+import { parseDcpMetadata } from "@ckpt/tensors";
 import { mulberry32 } from "@ckpt/test-utils";
 
 export const sha256 = (bytes: Uint8Array): string => createHash("sha256").update(bytes).digest("hex");
@@ -43,20 +44,15 @@ export interface BuiltArtifact {
 
 const RUN = ["proj", "grp", "run-a", "20260101000000"] as const;
 
-/** A real DCP `.metadata` (see test/archive/fixtures/README.md) and the shard lengths it needs. */
-const DCP_METADATA = join(
-  dirname(fileURLToPath(import.meta.url)),
-  "..",
-  "archive",
-  "fixtures",
-  "dcp-p2.metadata",
-);
-const DCP_REQUIRED = [1481, 1440];
+/** Real DCP `.metadata` files referencing N shards each (see test/archive/fixtures/README.md). */
+const DCP_SHARD_COUNTS = [6, 24, 32, 36] as const;
+const dcpMetadataFixture = (shards: number): string =>
+  join(dirname(fileURLToPath(import.meta.url)), "..", "archive", "fixtures", `dcp-shards-${shards}.metadata`);
 
 /**
  * Writes a consolidated artifact: `model.pt` (`modelBytes`), an `optim/` DCP directory with a real
- * `.metadata` and `shards` (at least 2) `__<i>_0.distcp` files, and the native manifest with
- * every digest.
+ * `.metadata` and the `shards` (6, 24, 32 or 36) files it references, each of seeded bytes at least
+ * as long as the metadata needs, and the native manifest with every digest.
  */
 export async function writeArtifact(root: string, spec: ArtifactSpec = {}): Promise<BuiltArtifact> {
   const iteration = spec.iteration ?? 300;
@@ -71,13 +67,21 @@ export async function writeArtifact(root: string, spec: ArtifactSpec = {}): Prom
   };
   await put("model.pt", seededBytes(spec.modelBytes ?? 4 * 1024 * 1024, seed));
   const shardFiles: Array<{ path: string; size: number; sha256: string }> = [];
-  await put("optim/.metadata", await readFile(DCP_METADATA));
+  const shards = spec.shards ?? 6;
+  if (!(DCP_SHARD_COUNTS as readonly number[]).includes(shards)) {
+    throw new Error(
+      `writeArtifact: no DCP fixture with ${shards} shards (have ${DCP_SHARD_COUNTS.join(", ")})`,
+    );
+  }
+  const metadataPath = dcpMetadataFixture(shards);
+  const metadataBytes = await readFile(metadataPath);
+  await put("optim/.metadata", metadataBytes);
   shardFiles.push({ path: ".metadata", ...files.get("optim/.metadata")! });
-  for (let i = 0; i < Math.max(2, spec.shards ?? 6); i++) {
-    const name = `__${i}_0.distcp`;
-    const size = Math.max(spec.shardBytes ?? 256 * 1024, DCP_REQUIRED[i] ?? 0);
-    await put(`optim/${name}`, seededBytes(size, seed + 1 + i));
-    shardFiles.push({ path: name, ...files.get(`optim/${name}`)! });
+  const needed = parseDcpMetadata(metadataBytes, metadataPath).files;
+  for (const [i, { relativePath, requiredLength }] of needed.entries()) {
+    const size = Math.max(spec.shardBytes ?? 256 * 1024, requiredLength);
+    await put(`optim/${relativePath}`, seededBytes(size, seed + 1 + i));
+    shardFiles.push({ path: relativePath, ...files.get(`optim/${relativePath}`)! });
   }
   const model = files.get("model.pt")!;
   const manifest: ArtifactManifest = {

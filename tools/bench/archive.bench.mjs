@@ -24,6 +24,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..");
 const cliDist = join(repo, "apps", "cli", "dist", "bin.js");
 const manifestDist = join(repo, "packages", "manifest", "dist", "index.js");
+const tensorsDist = join(repo, "packages", "tensors", "dist", "index.js");
 for (const need of [cliDist, manifestDist]) {
   if (!existsSync(need)) {
     console.error(`missing ${need}; run: pnpm turbo run build`);
@@ -155,14 +156,17 @@ async function writeArtifact(root) {
   for (const [name, share] of Object.entries(big))
     await writeRandomFile(join(dir, name), Math.round(TOTAL_MIB * share) * MiB);
   const optimMiB = TOTAL_MIB - Object.values(big).reduce((s, x) => s + Math.round(TOTAL_MIB * x), 0);
-  const shards = Math.max(2, Math.floor(optimMiB / SHARD_MIB));
-  await writeFile(
-    join(dir, "optim", ".metadata"),
-    readFileSync(join(repo, "test", "archive", "fixtures", "dcp-p2.metadata")),
-  );
-  for (let i = 0; i < shards; i++)
-    await writeRandomFile(join(dir, "optim", `__${i}_0.distcp`), SHARD_MIB * MiB);
-  const optimNames = [".metadata", ...Array.from({ length: shards }, (_, i) => `__${i}_0.distcp`)];
+  // A real DCP .metadata (test/archive/fixtures) naming as many shards as fit the optimizer's share.
+  const { parseDcpMetadata } = await import(pathToFileURL(tensorsDist).href);
+  const wanted = Math.floor(optimMiB / SHARD_MIB);
+  const count = [36, 32, 24, 6].find((n) => n <= wanted) ?? 6;
+  const metadataPath = join(repo, "test", "archive", "fixtures", `dcp-shards-${count}.metadata`);
+  const metadataBytes = readFileSync(metadataPath);
+  await writeFile(join(dir, "optim", ".metadata"), metadataBytes);
+  const shardNames = parseDcpMetadata(metadataBytes, metadataPath).files.map((f) => f.relativePath);
+  const shardMiB = Math.max(1, Math.floor(optimMiB / shardNames.length));
+  for (const name of shardNames) await writeRandomFile(join(dir, "optim", name), shardMiB * MiB);
+  const optimNames = [".metadata", ...shardNames];
   const paths = [
     ...Object.keys(big).map((n) => join(dir, n)),
     ...optimNames.map((n) => join(dir, "optim", n)),
@@ -188,7 +192,7 @@ async function writeArtifact(root) {
   };
   await writeFile(join(dir, ".posttrain-checkpoint-artifact.json"), serializeArtifactManifest(manifest));
   const files = paths.length + 1;
-  return { dir, files, shards };
+  return { dir, files, shards: shardNames.length, shardMiB };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -250,7 +254,7 @@ try {
   const uploadPrefix = (tag) => `${tag}/grp/run-a/20260101000000/checkpoints`;
   const artifactPrefix = (tag) => `${tag}/grp/run-a/20260101000000/checkpoint_artifacts/iter_000000300`;
   console.log(
-    `artifact: ${artifact.files} files (model.pt, ref.pt, trainer.pt, optim/ with ${artifact.shards} shards of ${SHARD_MIB} MiB); ` +
+    `artifact: ${artifact.files} files (model.pt, ref.pt, trainer.pt, optim/ with ${artifact.shards} shards of ${artifact.shardMiB} MiB); ` +
       `server ${s3.endpoint}${cephDir ? ` (private Ceph in ${cephDir})` : ""}; cli ${cli}; ${REPS} reps`,
   );
 
