@@ -59,6 +59,9 @@ trap 'bash tools/s3-server/ceph-s3.sh stop >&2 || true' EXIT
 # The fresh-clone test (test/fresh-clone) clones HEAD and runs the README's main job from scratch.
 export CKPT_FRESH_CLONE=${CKPT_FRESH_CLONE:-1}
 report_dir=$(mktemp -d /tmp/ckpt-test-reports.XXXXXX)
+# torch 2 makes its inductor cache directory (/tmp/torchinductor_<user>) when a test's ranks start;
+# it lives under the report directory instead, so nothing stays in /tmp.
+export TORCHINDUCTOR_CACHE_DIR=$report_dir/torchinductor
 log "tests (reports in $report_dir)"
 CKPT_REPORT_DIR=$report_dir NODE_NO_WARNINGS=1 pnpm -r --workspace-concurrency=1 --no-bail run test >&2
 runner_exit=$?
