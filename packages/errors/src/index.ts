@@ -13,3 +13,10 @@ export {
   type RegularFileRefusal,
   readRegularFile,
 } from "./regular-file.js";
+export {
+  describeShortfall,
+  freeBytes,
+  isNoSpace,
+  type SpaceShortfall,
+  spaceShortfall,
+} from "./space.js";

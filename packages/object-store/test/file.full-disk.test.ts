@@ -1,11 +1,11 @@
 // Issue 16: a full disk under a file:// store. Runs on a 2 MiB tmpfs mounted for the test (the
 // suite runs as root); a failed mount fails the suite rather than skipping it.
-import { execFileSync, spawnSync } from "node:child_process";
-import { mkdir, readdir, rm, rmdir } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { testdir } from "@ckpt/test-utils";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { smallDisk } from "@ckpt/test-utils";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 
 const MiB = 1024 * 1024;
@@ -17,13 +17,7 @@ async function everyName(dir: string): Promise<string[]> {
 describe("file store on a full disk", () => {
   let mount: string;
   beforeAll(async () => {
-    mount = join(await testdir("ckpt-full-disk-"), "tmpfs");
-    await mkdir(mount);
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", mount]);
-  });
-  afterAll(async () => {
-    execFileSync("umount", [mount]);
-    await rmdir(mount);
+    mount = await smallDisk(2 * MiB);
   });
 
   it("refuses early a body larger than the free space, leaving the previous object and nothing else", async () => {

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, onTestFinished, TestRunner } from "vitest";
+import { smallDisk as mountSmallDisk } from "./small-disk.js";
 
 /** A fresh temporary directory, removed by the returned cleanup (for a lifetime no hook expresses). */
 export async function makeTempDir(
@@ -30,6 +31,19 @@ export async function testdir(prefix = "ckpt-test-"): Promise<string> {
   return dir;
 }
 
+/**
+ * A real small disk for full-disk tests: a tmpfs of `bytes` mounted in a fresh temporary directory,
+ * unmounted and removed like `testdir`'s directories. Needs root (the suites run as root in CI).
+ */
+export function smallDisk(bytes: number): Promise<string> {
+  const inTest = TestRunner.getCurrentTest() !== undefined;
+  return mountSmallDisk(
+    bytes,
+    (cleanup) => (inTest ? onTestFinished(cleanup) : fileDirs.push(cleanup)),
+    () => makeTempDir("ckpt-small-disk-"),
+  );
+}
+
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */
 export const inCI = process.env.CI === "true" || process.env.CI === "1";
 
@@ -50,6 +64,7 @@ export {
   makeDcpFixtures,
 } from "./dcp-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
+export { fillDisk } from "./small-disk.js";
 export { TORCH2_PYTHON, torch2Python } from "./python.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 

@@ -1,4 +1,5 @@
 import { ObjectStoreError } from "../errors.js";
+import { isNoSpace } from "@ckpt/errors";
 import { join } from "node:path";
 
 /** The directory under the root that holds metadata sidecars; keys may not use the name. */
@@ -82,7 +83,7 @@ export function fileError(action: string, key: string, uri: string, error: unkno
       { kind: "refused", subject: key, cause: error },
     );
   }
-  if (code === "ENOSPC" || code === "EDQUOT") {
+  if (isNoSpace(error)) {
     return noSpace(action, key, uri, code, error);
   }
   if (code === "EISDIR" || code === "ENOTDIR" || code === "EEXIST") {

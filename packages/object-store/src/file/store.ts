@@ -1,19 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import {
-  type FileHandle,
-  link,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  rename,
-  rmdir,
-  statfs,
-  unlink,
-} from "node:fs/promises";
+import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
-import { describeRefusal, readRegularFile } from "@ckpt/errors";
+import { describeRefusal, describeShortfall, readRegularFile, spaceShortfall } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import { abortError, checkedChunks, openBody } from "../internal/body.js";
@@ -166,16 +155,8 @@ class FileStore implements ObjectStore {
    * (statfs of the root, or of its nearest existing parent before the first write).
    */
   private async checkRoom(key: string, size: number): Promise<void> {
-    for (let dir = this.root; ; dir = dirname(dir)) {
-      try {
-        const { bavail, bsize } = await statfs(dir);
-        const free = bavail * bsize;
-        if (size > free) throw noSpace("put", key, this.uri, `${size} bytes to write, ${free} free`);
-        return;
-      } catch (error) {
-        if (!isMissing(error) || dir === dirname(dir)) throw error;
-      }
-    }
+    const shortfall = await spaceShortfall(this.root, size);
+    if (shortfall !== undefined) throw noSpace("put", key, this.uri, describeShortfall(shortfall));
   }
 
   /** Writes the body to a fresh temporary beside `final`, fsyncs it and checks size and digest. */

@@ -1,0 +1,67 @@
+import { execFileSync } from "node:child_process";
+import { mkdir, open, rm, statfs } from "node:fs/promises";
+import { join } from "node:path";
+
+const PAGE = 4096;
+
+async function freeBytes(dir: string): Promise<number> {
+  const { bavail, bsize } = await statfs(dir);
+  return bavail * bsize;
+}
+
+/**
+ * A tmpfs of `bytes` (rounded up to a page) mounted in a fresh temporary directory: a disk that
+ * fills for real. Unmounted and removed with the test (or, made in a hook, with the file), as
+ * `testdir` cleans. Needs root, which the suites have in CI; a failed mount fails the caller
+ * instead of skipping it.
+ */
+export async function smallDisk(
+  bytes: number,
+  track: (cleanup: () => Promise<void>) => void,
+  makeDir: () => Promise<{ dir: string; cleanup: () => Promise<void> }>,
+): Promise<string> {
+  const { dir, cleanup } = await makeDir();
+  const mount = join(dir, "disk");
+  await mkdir(mount);
+  const size = Math.ceil(bytes / PAGE) * PAGE;
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0755`, "tmpfs", mount]);
+  } catch (error) {
+    await cleanup();
+    throw new Error(
+      `smallDisk: cannot mount a ${size}-byte tmpfs at ${mount} (the disk-full suites run as root)`,
+      {
+        cause: error,
+      },
+    );
+  }
+  track(async () => {
+    execFileSync("umount", [mount]);
+    await cleanup();
+  });
+  return mount;
+}
+
+/**
+ * Fills the filesystem holding `dir` until about `leave` bytes stay free (to a page), with one
+ * file `name` in `dir`; returns its path, whose removal frees the space again.
+ */
+export async function fillDisk(dir: string, leave: number, name = ".filler"): Promise<string> {
+  const path = join(dir, name);
+  const chunk = Buffer.alloc(1 << 20);
+  const handle = await open(path, "w");
+  try {
+    for (;;) {
+      const room = (await freeBytes(dir)) - leave;
+      if (room < PAGE) break;
+      await handle.write(chunk, 0, Math.min(chunk.length, Math.floor(room / PAGE) * PAGE));
+      await handle.sync();
+    }
+  } catch (error) {
+    await handle.close();
+    await rm(path, { force: true });
+    throw error;
+  }
+  await handle.close();
+  return path;
+}
