@@ -2,7 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, onTestFinished, TestRunner } from "vitest";
-import { smallDisk as mountSmallDisk } from "./small-disk.js";
+import { mountTmpfs } from "./small-disk.js";
 
 /** A fresh temporary directory, removed by the returned cleanup (for a lifetime no hook expresses). */
 export async function makeTempDir(
@@ -26,22 +26,32 @@ afterAll(async () => {
  */
 export async function testdir(prefix = "ckpt-test-"): Promise<string> {
   const { dir, cleanup } = await makeTempDir(prefix);
+  untilDone(cleanup);
+  return dir;
+}
+
+/** Runs `cleanup` when the current test finishes, or, called from a hook, when the test file ends. */
+function untilDone(cleanup: () => Promise<void>): void {
   if (TestRunner.getCurrentTest() !== undefined) onTestFinished(cleanup);
   else fileDirs.push(cleanup);
-  return dir;
 }
 
 /**
  * A real small disk for full-disk tests: a tmpfs of `bytes` mounted in a fresh temporary directory,
  * unmounted and removed like `testdir`'s directories. Needs root (the suites run as root in CI).
  */
-export function smallDisk(bytes: number): Promise<string> {
-  const inTest = TestRunner.getCurrentTest() !== undefined;
-  return mountSmallDisk(
-    bytes,
-    (cleanup) => (inTest ? onTestFinished(cleanup) : fileDirs.push(cleanup)),
-    () => makeTempDir("ckpt-small-disk-"),
-  );
+export async function smallDisk(bytes: number): Promise<string> {
+  const { dir, cleanup } = await makeTempDir("ckpt-small-disk-");
+  const disk = join(dir, "disk");
+  const unmount = await mountTmpfs(disk, bytes).catch(async (error: unknown) => {
+    await cleanup();
+    throw error;
+  });
+  untilDone(async () => {
+    unmount();
+    await cleanup();
+  });
+  return disk;
 }
 
 /** True when running in CI, where a missing dependency must fail a test instead of skipping it. */

@@ -4,42 +4,28 @@ import { join } from "node:path";
 
 const PAGE = 4096;
 
+// @ckpt/errors has freeBytes, but its own tests use this package: depending on it would be a cycle.
 async function freeBytes(dir: string): Promise<number> {
   const { bavail, bsize } = await statfs(dir);
   return bavail * bsize;
 }
 
 /**
- * A tmpfs of `bytes` (rounded up to a page) mounted in a fresh temporary directory: a disk that
- * fills for real. Unmounted and removed with the test (or, made in a hook, with the file), as
- * `testdir` cleans. Needs root, which the suites have in CI; a failed mount fails the caller
- * instead of skipping it.
+ * Mounts a tmpfs of `bytes` (rounded up to a page) at `mount`, made here: a disk that fills for
+ * real. Returns its unmount. Needs root, which the suites have in CI; a failed mount throws, so
+ * the caller fails instead of skipping.
  */
-export async function smallDisk(
-  bytes: number,
-  track: (cleanup: () => Promise<void>) => void,
-  makeDir: () => Promise<{ dir: string; cleanup: () => Promise<void> }>,
-): Promise<string> {
-  const { dir, cleanup } = await makeDir();
-  const mount = join(dir, "disk");
+export async function mountTmpfs(mount: string, bytes: number): Promise<() => void> {
   await mkdir(mount);
   const size = Math.ceil(bytes / PAGE) * PAGE;
   try {
     execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0755`, "tmpfs", mount]);
   } catch (error) {
-    await cleanup();
-    throw new Error(
-      `smallDisk: cannot mount a ${size}-byte tmpfs at ${mount} (the disk-full suites run as root)`,
-      {
-        cause: error,
-      },
-    );
+    throw new Error(`cannot mount a ${size}-byte tmpfs at ${mount} (the disk-full suites run as root)`, {
+      cause: error,
+    });
   }
-  track(async () => {
-    execFileSync("umount", [mount]);
-    await cleanup();
-  });
-  return mount;
+  return () => execFileSync("umount", [mount]);
 }
 
 /**
