@@ -292,7 +292,7 @@ async function build(
   const { request, run, emit } = ctx;
   const { staging } = sidePaths(request.iterDir);
   // The tensors' bytes are known from the headers: a disk that cannot hold them is refused first.
-  await assertRoom(`merge into ${request.iterDir}`, staging, plan.totalBytes);
+  await assertRoom(`the build of ${request.iterDir}`, staging, plan.totalBytes);
   await writeStep(
     dirname(request.iterDir),
     () => 0,
