@@ -1,11 +1,13 @@
 // @module-tag torch
-import { readdir, readFile } from "node:fs/promises";
+import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
 import {
+  fillDisk,
   makeHfFixture,
   makeModelArtifact,
   materializeHfArgs,
+  smallDisk,
   TORCH_FIXTURE_TIMEOUT_MS,
   testdir,
 } from "@ckpt/test-utils";
@@ -134,5 +136,23 @@ describe("ckpt materialize-hf", () => {
       expect(r.out).toContain(flag);
     }
     expect(r.out).toContain("Examples:");
+  });
+});
+
+describe("ckpt materialize-hf on a full disk", () => {
+  it("prints MATERIALIZE_NO_SPACE with the path and the bytes needed, exits 1, and builds once space is freed", async () => {
+    const disk = await smallDisk(1024 * 1024);
+    const dir = join(disk, "teacher");
+    const filler = await fillDisk(disk, 1024);
+    const refused = await materialize(artifact, dir);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(
+      /^ckpt: materialize: the build of .*teacher: .*teacher\.tmp needs \d+ bytes, \d+ free; nothing under the final name changed; free space and run again/,
+    );
+    expect(JSON.parse((await materialize(artifact, dir, "--json")).out).error).toMatchObject({
+      code: "MATERIALIZE_NO_SPACE",
+    });
+    await rm(filler);
+    expect((await materialize(artifact, dir)).code).toBe(0);
   });
 });

@@ -1,7 +1,7 @@
-import { mkdir, readdir } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { f32ToBf16Bytes, writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
-import { testdir } from "@ckpt/test-utils";
+import { fillDisk, smallDisk, testdir } from "@ckpt/test-utils";
 import { beforeEach, describe, expect, it } from "vitest";
 import { splitExperts } from "../src/commands/merge.js";
 import { runCli } from "../src/run.js";
@@ -163,5 +163,26 @@ describe("ckpt merge", () => {
   it("splits --experts on commas and keeps repeated flags in order", () => {
     expect(splitExperts("a,b")).toEqual(["a", "b"]);
     expect(splitExperts(["a,b", "c"])).toEqual(["a", "b", "c"]);
+  });
+});
+
+describe("ckpt merge on a full disk", () => {
+  it("prints MERGE_NO_SPACE with the path and the bytes needed, exits 1, and merges once space is freed", async () => {
+    const experts = [await expert("a", 0), await expert("b", 1)];
+    const disk = await smallDisk(1024 * 1024);
+    const out = join(disk, "run/checkpoint_artifacts/iter_000000300/model.pt");
+    const filler = await fillDisk(disk, 1024);
+    const args = ["--mode", "avg", "--experts", experts.join(","), "--out", out];
+    const refused = await cli(args);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(
+      /^ckpt: merge: the build of .*iter_000000300: .*\.iter_000000300\.merge-staging needs \d+ bytes, \d+ free; nothing under the final name changed; free space and run again/,
+    );
+    expect((await cli([...args, "--json"])).json()).toMatchObject({
+      ok: false,
+      error: { code: "MERGE_NO_SPACE" },
+    });
+    await rm(filler);
+    expect((await cli([...args, "--json"])).json()).toMatchObject({ ok: true, status: "merged" });
   });
 });

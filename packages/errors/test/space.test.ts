@@ -34,5 +34,7 @@ describe("free space", () => {
     expect(isNoSpace(errno("EDQUOT"))).toBe(true);
     expect(isNoSpace(errno("EIO"))).toBe(false);
     expect(isNoSpace(undefined)).toBe(false);
+    expect(isNoSpace(new Error("write model.pt failed", { cause: errno("ENOSPC") }))).toBe(true);
+    expect(isNoSpace(new Error("write model.pt failed", { cause: errno("EIO") }))).toBe(false);
   });
 });

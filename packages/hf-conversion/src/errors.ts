@@ -33,7 +33,9 @@ export type HfConversionErrorCode =
   // the staged build
   | "MATERIALIZE_VERIFY_FAILED"
   | "MATERIALIZE_BUILD_FAILED"
-  | "MATERIALIZE_ABORTED";
+  | "MATERIALIZE_ABORTED"
+  // the disk holding <out> is full
+  | "MATERIALIZE_NO_SPACE";
 
 /** A step of a materialize run, named in errors so an operator knows how far it got. */
 export type MaterializeStage =
@@ -104,6 +106,23 @@ export function refusal(
     ...options,
     kind: options.kind ?? "refused",
   });
+}
+
+/**
+ * MATERIALIZE_NO_SPACE: what did not fit (`words`, in @ckpt/errors' no-space words), and that
+ * `<out>` is as it was.
+ */
+export function noSpace(
+  words: string,
+  path: string,
+  stage: MaterializeStage,
+  cause?: unknown,
+): HfConversionError {
+  return new HfConversionError(
+    "MATERIALIZE_NO_SPACE",
+    `materialize: ${words}; nothing under the final name changed; free space and run again.`,
+    { kind: "failed", file: path, stage, ...(cause === undefined ? {} : { cause }) },
+  );
 }
 
 /** Quotes an untrusted name for a message: JSON string syntax, cut to a bounded length. */

@@ -26,7 +26,9 @@ export type MergeErrorCode =
   // the build
   | "MERGE_INPUT_CHANGED"
   | "MERGE_VERIFY_FAILED"
-  | "MERGE_ABORTED";
+  | "MERGE_ABORTED"
+  // the disk holding the output (or the external diagnostics) is full
+  | "MERGE_NO_SPACE";
 
 /**
  * The one error class of @ckpt/merge: a stable `code`, a `kind` saying what the caller can do, the

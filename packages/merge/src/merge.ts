@@ -40,6 +40,7 @@ import {
   swapIntoPlace,
 } from "./internal/output.js";
 import { ChunkPipeline, DEFAULT_CHUNK_ELEMENTS } from "./internal/pipeline.js";
+import { assertRoom, writeStep } from "./internal/space.js";
 import { type MergePlan, planMerge } from "./plan.js";
 import {
   MERGE_MODEL_FILE,
@@ -290,10 +291,20 @@ async function build(
 ): Promise<{ model: FileDigest; record: MergeComplete }> {
   const { request, run, emit } = ctx;
   const { staging } = sidePaths(request.iterDir);
-  await mkdir(dirname(request.iterDir), { recursive: true });
+  // The tensors' bytes are known from the headers: a disk that cannot hold them is refused first.
+  await assertRoom(`the build of ${request.iterDir}`, staging, plan.totalBytes);
+  await writeStep(
+    dirname(request.iterDir),
+    () => 0,
+    () => mkdir(dirname(request.iterDir), { recursive: true }),
+  );
   const lock = await takeLock(ctx);
   try {
-    await mkdir(staging);
+    await writeStep(
+      staging,
+      () => 0,
+      () => mkdir(staging),
+    );
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     throw sideNameOccupied(staging, await pathKind(staging));
@@ -319,21 +330,26 @@ async function build(
     let done = 0;
     let index = 0;
     const modelPath = join(staging, MERGE_MODEL_FILE);
-    await writeTorchFile(modelPath, {
-      tree: outputTree(plan),
-      sync: true,
-      provideTensor: () => {
-        const tensorIndex = index++;
-        const tensor = plan.tensors[tensorIndex]!;
-        return (async function* () {
-          for await (const chunk of pipeline.tensorChunks(tensorIndex)) {
-            yield chunk;
-            done += chunk.length;
-            emit({ type: "bytes", doneBytes: done, totalBytes: plan.totalBytes, tensor: tensor.name });
-          }
-        })();
-      },
-    });
+    await writeStep(
+      modelPath,
+      () => plan.totalBytes - done,
+      () =>
+        writeTorchFile(modelPath, {
+          tree: outputTree(plan),
+          sync: true,
+          provideTensor: () => {
+            const tensorIndex = index++;
+            const tensor = plan.tensors[tensorIndex]!;
+            return (async function* () {
+              for await (const chunk of pipeline.tensorChunks(tensorIndex)) {
+                yield chunk;
+                done += chunk.length;
+                emit({ type: "bytes", doneBytes: done, totalBytes: plan.totalBytes, tensor: tensor.name });
+              }
+            })();
+          },
+        }),
+    );
     emit({ type: "phase", phase: "verify" });
     const model = await verifyModel(modelPath, plan);
     // A replaced input shows as a failed hash or a changed stamp: either way, say which file changed.
@@ -354,11 +370,22 @@ async function build(
       }),
     );
     let diagnostics: FileDigest | undefined;
+    const writeRecord = (path: string, bytes: Uint8Array | string) =>
+      writeStep(
+        path,
+        () => Buffer.byteLength(bytes),
+        () => writeFileAtomic(path, bytes),
+      );
     if (request.diagnostics.location === "artifact") {
-      diagnostics = await writeFileAtomic(join(staging, request.diagnostics.path), diagnosticsBytes);
+      diagnostics = await writeRecord(join(staging, request.diagnostics.path), diagnosticsBytes);
     } else {
-      await mkdir(dirname(request.diagnostics.path), { recursive: true });
-      await writeFileAtomic(request.diagnostics.path, diagnosticsBytes);
+      const external = request.diagnostics.path;
+      await writeStep(
+        dirname(external),
+        () => 0,
+        () => mkdir(dirname(external), { recursive: true }),
+      );
+      await writeRecord(external, diagnosticsBytes);
     }
     const manifest: ArtifactManifest = {
       schema: "posttrain.checkpoint-artifact.v1",
@@ -368,7 +395,7 @@ async function build(
       physical_components: [{ name: "model", kind: "file", path: MERGE_MODEL_FILE, ...model }],
       producer: MERGE_TOOL_VERSION,
     };
-    const manifestWritten = await writeFileAtomic(
+    const manifestWritten = await writeRecord(
       join(staging, ARTIFACT_MANIFEST.fileName),
       ARTIFACT_MANIFEST.serialize(manifest),
     );
@@ -383,7 +410,7 @@ async function build(
       diagnostics ?? { size: 0, sha256: DRAFT_SHA },
     );
     // Last: the completion record, then the swap that publishes the whole directory at once.
-    await writeFileAtomic(join(staging, MERGE_COMPLETE.fileName), MERGE_COMPLETE.serialize(record));
+    await writeRecord(join(staging, MERGE_COMPLETE.fileName), MERGE_COMPLETE.serialize(record));
     assertLockHeld(lock, request.iterDir);
     await swapIntoPlace(request.iterDir);
     return { model, record };

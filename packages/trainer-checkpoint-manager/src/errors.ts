@@ -24,6 +24,7 @@ export const MANAGER_ERROR_CODES = [
   "MANAGER_COMMIT_FAILED",
   "MANAGER_ASYNC_SAVE_FAILED",
   "MANAGER_ASYNC_DCP_BULK",
+  "MANAGER_NO_SPACE",
   // resume
   "MANAGER_RESUME_NOT_FOUND",
   "MANAGER_RESUME_INCOMPLETE",
@@ -51,6 +52,18 @@ export const MANAGER_ERROR_CODES = [
   "MANAGER_FINALIZED",
 ] as const;
 export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
+
+/**
+ * MANAGER_NO_SPACE: the disk filled while `what` was written; the pointer still names the previous
+ * checkpoint, and the same step saves again once space is freed.
+ */
+export function noSpace(what: string, subject: string, cause: unknown): ManagerError {
+  return new ManagerError(
+    "MANAGER_NO_SPACE",
+    `${what}; nothing under the final name changed (latest_checkpoint.txt names the previous checkpoint); free space and run again.`,
+    { kind: "failed", subject, cause },
+  );
+}
 
 /**
  * The one error class of @ckpt/trainer-checkpoint-manager. `code` is stable, `kind` says whether

@@ -1,7 +1,8 @@
 import { join, resolve } from "node:path";
 import type { LogicalComponent } from "@ckpt/manifest";
 import { configWarnings, type ManagerConfig } from "./config.js";
-import { ManagerError, messageOf } from "./errors.js";
+import { isNoSpace } from "@ckpt/errors";
+import { ManagerError, messageOf, noSpace } from "./errors.js";
 import { openAt, type StoreAccess } from "./internal/store.js";
 import { type AttemptDecision, RESUME_CACHE_DIR, targetsFor } from "./layout.js";
 import type { CommitRecord } from "./local/commit.js";
@@ -289,6 +290,13 @@ export class CheckpointManager {
         try {
           await options.written;
         } catch (error) {
+          if (isNoSpace(error)) {
+            throw noSpace(
+              `save step ${session.step}: the disk filled while the trainer wrote into ${session.dir} (${messageOf(error)})`,
+              session.dir,
+              error,
+            );
+          }
           throw new ManagerError(
             "MANAGER_COMMIT_FAILED",
             `save step ${session.step}: the trainer's write failed (${messageOf(error)}); nothing was committed.`,

@@ -15,7 +15,7 @@ type Request =
 /** A request before it is numbered (Omit over each member of the union). */
 type Unnumbered<R = Request> = R extends unknown ? Omit<R, "seq"> : never;
 
-type Reply = { seq: number; error?: string; size?: number; sha256?: string };
+type Reply = { seq: number; error?: string; errno?: string; size?: number; sha256?: string };
 
 /**
  * The writing thread. For each file: created exclusively; its bytes come as ranges of the source
@@ -110,7 +110,7 @@ function shardWriterThread(
       }
     } catch (error) {
       if ("file" in m) await drop(m.file).catch(() => {});
-      port.postMessage({ seq: m.seq, error: reason(error) });
+      port.postMessage({ seq: m.seq, error: reason(error), errno: (error as { code?: string }).code });
     }
   });
 }
@@ -178,14 +178,16 @@ export class ShardWriter {
     }).catch((error: Error) => {
       throw this.failed(path, error.message);
     });
-    if (reply.error !== undefined) throw this.failed(path, reply.error);
+    if (reply.error !== undefined) throw this.failed(path, reply.error, reply.errno);
     return reply;
   }
 
-  private failed(path: string, reason: string): HfConversionError {
+  /** The thread's error, keeping its errno as the cause (so a full disk is told from other failures). */
+  private failed(path: string, reason: string, errno?: string): HfConversionError {
     return new HfConversionError("MATERIALIZE_BUILD_FAILED", `write ${path}: ${reason}.`, {
       kind: "failed",
       file: path,
+      ...(errno === undefined ? {} : { cause: Object.assign(new Error(reason), { code: errno }) }),
     });
   }
 

@@ -2,7 +2,8 @@ import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { FileEntry } from "@ckpt/manifest";
 import { HF_INDEX_FILE, planSafetensors, type SafetensorsIndex, type SafetensorsPlan } from "@ckpt/tensors";
-import { HfConversionError, quote } from "../errors.js";
+import { describeUnfinishedWrite, isNoSpace } from "@ckpt/errors";
+import { HfConversionError, noSpace, quote } from "../errors.js";
 import type { ConversionPlan, OutputShard } from "../plan/mapping.js";
 import type { OpenedSource } from "../source/open.js";
 import { AssemblyBuffers, type SourceBytes, tensorChunks } from "./assemble.js";
@@ -94,6 +95,22 @@ function indexText(plan: ConversionPlan, baseIndex: SafetensorsIndex): string {
   return `${JSON.stringify({ metadata, weight_map: weightMap }, null, 2)}\n`;
 }
 
+/** Each output shard's layout (header and data offsets), from the plan alone. */
+function shardLayouts(plan: ConversionPlan): SafetensorsPlan[] {
+  return plan.shards.map((shard) =>
+    planSafetensors(
+      shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
+      shard.metadata,
+    ),
+  );
+}
+
+/** Bytes the shards and the index will take, known before any is written. */
+export function plannedShardBytes(plan: ConversionPlan, baseIndex: SafetensorsIndex): number {
+  const shards = shardLayouts(plan).reduce((n, l) => n + l.fileSize, 0);
+  return shards + Buffer.byteLength(indexText(plan, baseIndex));
+}
+
 /** A file of the staging directory: its size once written; its digest once it is durable. */
 export interface StagedFile {
   readonly path: string;
@@ -117,12 +134,7 @@ export async function* writeShards(
 ): AsyncGenerator<ConvertProgress, StagedFile[]> {
   const bytes = sourceBytes(source);
   const buffers = new AssemblyBuffers();
-  const layouts = plan.shards.map((shard) =>
-    planSafetensors(
-      shard.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: t.shape })),
-      shard.metadata,
-    ),
-  );
+  const layouts = shardLayouts(plan);
   const total = layouts.reduce((n, l) => n + l.fileSize, 0);
   const files: StagedFile[] = [];
   const writer = new ShardWriter(source.openPath);
@@ -135,6 +147,20 @@ export async function* writeShards(
   /** Writes one file (path relative to `dir`), yielding progress, and records it in `files`. */
   async function* writeFile(file: string, pieces: AsyncIterable<Piece>): AsyncGenerator<ConvertProgress> {
     const path = join(dir, ...file.split("/"));
+    try {
+      yield* writeFileBytes(path, file, pieces);
+    } catch (error) {
+      // A full disk is named with the shards' bytes still unwritten: what must be freed.
+      throw isNoSpace(error)
+        ? noSpace(describeUnfinishedWrite(path, total - done), path, "convert", error)
+        : error;
+    }
+  }
+  async function* writeFileBytes(
+    path: string,
+    file: string,
+    pieces: AsyncIterable<Piece>,
+  ): AsyncGenerator<ConvertProgress> {
     await mkdir(dirname(path), { recursive: true });
     const out = await writer.open(path);
     let size = 0;

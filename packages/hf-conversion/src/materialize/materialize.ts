@@ -1,4 +1,4 @@
-import { messageOf } from "@ckpt/errors";
+import { describeShortfall, isNoSpace, messageOf, spaceShortfall } from "@ckpt/errors";
 import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
@@ -14,8 +14,8 @@ import {
   swapIntoPlace,
 } from "@ckpt/manifest";
 import { drain, type LongOperation } from "@ckpt/progress";
-import { type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
-import { HfConversionError, type MaterializeStage, refusal } from "../errors.js";
+import { plannedShardBytes, type StagedFile, sourceBytes, writeShards } from "../convert/write.js";
+import { HfConversionError, type MaterializeStage, noSpace, refusal } from "../errors.js";
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
 import { type BasePreflight, preflightBase } from "../preflight/base.js";
 import type { OpenedSource } from "../source/open.js";
@@ -40,6 +40,12 @@ import { inspectTree, removeOwnedTree } from "./state.js";
 
 /** Gives an error the stage it happened in; foreign errors become MATERIALIZE_BUILD_FAILED with their code named. */
 function inStage(error: unknown, stage: MaterializeStage, out: string): unknown {
+  const noSpaceYet = !(error instanceof HfConversionError && error.code === "MATERIALIZE_NO_SPACE");
+  if (noSpaceYet && isNoSpace(error)) {
+    const file = (error as { file?: unknown; path?: unknown }).file ?? (error as { path?: unknown }).path;
+    const path = typeof file === "string" ? file : out;
+    return noSpace(`the disk filled in the ${stage} stage, writing ${path}`, path, stage, error);
+  }
   if (error instanceof HfConversionError) {
     error.stage ??= stage;
     return error;
@@ -224,6 +230,7 @@ class Run {
         case "build": {
           const opened = yield* this.stage("fetch", () => this.session.bytes());
           const plan = this.plan(opened);
+          await this.assertRoom(plan);
           await this.recover(decision.recover);
           if (decision.discardStaged) {
             await removeOwnedTree(this.options.staged);
@@ -294,6 +301,20 @@ class Run {
         await removeOwnedTree(staged);
         this.recovered.push(`removed ${staged}, an unfinished build of an earlier run`);
       }
+    }
+  }
+
+  /**
+   * Refuses before anything is touched when the build will not fit: the shards' and the index's
+   * sizes follow from the plan, the sidecars' from the base (the old `<out>` stays until the swap).
+   */
+  private async assertRoom(plan: ConversionPlan): Promise<void> {
+    const { staged, out } = this.options;
+    const sidecars = this.base.sidecars.reduce((n, f) => n + f.size, 0);
+    const needed = plannedShardBytes(plan, this.base.inspection.index!) + sidecars;
+    const shortfall = await spaceShortfall(staged, needed);
+    if (shortfall !== undefined) {
+      throw noSpace(`the build of ${out}: ${describeShortfall(shortfall)}`, staged, "plan");
     }
   }
 

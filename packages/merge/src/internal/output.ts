@@ -1,4 +1,5 @@
 import { readdir, rm } from "node:fs/promises";
+import { describeUnfinishedWrite, isNoSpace } from "@ckpt/errors";
 import { basename, dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST,
@@ -25,6 +26,7 @@ import {
 } from "@ckpt/manifest";
 import type { CompletionRead, ManifestRead, OutputFacts, RecordRead } from "../decide.js";
 import { MergeError } from "../errors.js";
+import { noSpace } from "./space.js";
 
 /**
  * A build happens in a hidden sibling of the artifact directory and is swapped in whole
@@ -72,6 +74,9 @@ export async function lockOutput(iterDir: string, waitMs: number, signal?: Abort
         kind: "failed",
       });
     case "failed":
+      if (isNoSpace(outcome.error)) {
+        throw noSpace(describeUnfinishedWrite(lockDir, 0), lockDir, outcome.error);
+      }
       throw new MergeError(
         "MERGE_OUTPUT_LOCKED",
         `merge into ${iterDir}: cannot take ${lockDir}: ${String(outcome.error)}`,

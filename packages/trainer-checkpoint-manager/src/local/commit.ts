@@ -12,7 +12,8 @@ import {
   writeFileAtomic,
 } from "@ckpt/manifest";
 import { FULL_PLAN } from "../config.js";
-import { ManagerError, messageOf } from "../errors.js";
+import { describeUnfinishedWrite, isNoSpace } from "@ckpt/errors";
+import { ManagerError, messageOf, noSpace } from "../errors.js";
 import {
   CHECKPOINT_DESCRIPTION_FILE,
   checkpointDescription,
@@ -37,8 +38,12 @@ export interface CommitRecord {
   readonly bytes: number;
 }
 
-function commitFailed(what: string, error: unknown): ManagerError {
+/** A failed commit step; a full disk met writing `write` (a record of known size) is MANAGER_NO_SPACE. */
+function commitFailed(what: string, error: unknown, write?: { path: string; bytes: number }): ManagerError {
   if (error instanceof ManagerError) return error;
+  if (write !== undefined && isNoSpace(error)) {
+    return noSpace(`commit: ${describeUnfinishedWrite(write.path, write.bytes)}`, write.path, error);
+  }
   return new ManagerError("MANAGER_COMMIT_FAILED", `${what}: ${messageOf(error)}`, {
     kind: "failed",
     subject: what,
@@ -62,12 +67,12 @@ async function describeAndWrite(
   await fsyncDescribed(dir, described);
   const manifest = await digestDescribed(dir, described.manifest, known);
   const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
+  const bytes = checkpointDescription.serialize(manifest);
   try {
-    const bytes = checkpointDescription.serialize(manifest);
     const written = await writeFileAtomic(path, bytes, { fsyncDirectory: false });
     return { path, sha256: written.sha256, bytes: described.bytes };
   } catch (error) {
-    throw commitFailed(`write ${path}`, error);
+    throw commitFailed(`write ${path}`, error, { path, bytes: bytes.length });
   }
 }
 
@@ -87,23 +92,24 @@ export async function writeValidationState(
   seal = true,
 ): Promise<void> {
   const path = join(iterDir, VALIDATION_STATE_FILE);
+  const bytes = validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state });
   try {
-    const bytes = validationRecord.serialize({ schema: VALIDATION_STATE_SCHEMA, iteration, state });
     await writeFileAtomic(path, bytes, { fsyncDirectory: seal });
   } catch (error) {
-    throw commitFailed(`write ${path}`, error);
+    throw commitFailed(`write ${path}`, error, { path, bytes: bytes.length });
   }
 }
 
 /** Rewrites `latest_checkpoint.txt` atomically; the checkpoints root is fsynced first so the iteration's entry is durable. */
 export async function writeLatestPointer(checkpointsRoot: string, iteration: number): Promise<string> {
   const path = join(checkpointsRoot, LATEST_POINTER.fileName);
+  const bytes = LATEST_POINTER.serialize(iteration);
   try {
     await fsyncDirectory(checkpointsRoot);
-    await writeFileAtomic(path, LATEST_POINTER.serialize(iteration));
+    await writeFileAtomic(path, bytes);
     return path;
   } catch (error) {
-    throw commitFailed(`write ${path}`, error);
+    throw commitFailed(`write ${path}`, error, { path, bytes: bytes.length });
   }
 }
 
@@ -154,17 +160,17 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
     for (const role of request.roles.names)
       roles[role] = { optimizer_step: request.roles.commits[role]!.optimizerStep };
     const path = join(iterDir, MULTI_ROLE_SUCCESS.fileName);
+    const bytesOut = MULTI_ROLE_SUCCESS.serialize({
+      schema: MULTI_ROLE_SUCCESS.version,
+      iteration,
+      roles,
+      ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),
+    });
     try {
-      const bytesOut = MULTI_ROLE_SUCCESS.serialize({
-        schema: MULTI_ROLE_SUCCESS.version,
-        iteration,
-        roles,
-        ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),
-      });
       const written = await writeFileAtomic(path, bytesOut, { fsyncDirectory: false });
       record = { path, sha256: written.sha256, bytes };
     } catch (error) {
-      throw commitFailed(`write ${path}`, error);
+      throw commitFailed(`write ${path}`, error, { path, bytes: bytesOut.length });
     }
   }
   if (request.pending) await writeValidationState(iterDir, iteration, "evaluation_pending", false);
