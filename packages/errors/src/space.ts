@@ -33,10 +33,22 @@ export async function spaceShortfall(path: string, needed: number): Promise<Spac
   return needed > free ? { path, needed, free } : undefined;
 }
 
-/** Whether an error is the filesystem refusing a write for lack of space (ENOSPC) or of quota (EDQUOT). */
+/** Causes followed before giving up: a wrapped errno is one or two levels down, never more. */
+const MAX_CAUSE_DEPTH = 8;
+
+/**
+ * Whether an error is the filesystem refusing a write for lack of space (ENOSPC) or of quota
+ * (EDQUOT), or was caused by one: a writer's own error (an atomic write's `FS_WRITE_FAILED`)
+ * keeps the errno in its `cause`.
+ */
 export function isNoSpace(error: unknown): boolean {
-  const code = (error as NodeJS.ErrnoException | undefined)?.code;
-  return code === "ENOSPC" || code === "EDQUOT";
+  let at = error;
+  for (let depth = 0; depth < MAX_CAUSE_DEPTH && typeof at === "object" && at !== null; depth++) {
+    const code = (at as NodeJS.ErrnoException).code;
+    if (code === "ENOSPC" || code === "EDQUOT") return true;
+    at = (at as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** The shortfall in the words every no-space message uses. */

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
-import { describeRefusal, describeShortfall, readRegularFile, spaceShortfall } from "@ckpt/errors";
+import { describeRefusal, describeShortfall, isNoSpace, readRegularFile, spaceShortfall } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import { abortError, checkedChunks, openBody } from "../internal/body.js";
@@ -174,8 +174,8 @@ class FileStore implements ObjectStore {
     await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+    let written = 0;
     try {
-      let written = 0;
       for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
         written += bytes.byteLength;
         await handle.write(bytes);
@@ -190,6 +190,15 @@ class FileStore implements ObjectStore {
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       if (signal.aborted) throw abortError(key, signal);
+      if (isNoSpace(error)) {
+        throw noSpace(
+          "write",
+          key,
+          this.uri,
+          `${errnoCode(error)} with ${size - written} of ${size} bytes still to write to ${final}`,
+          error,
+        );
+      }
       throw error;
     }
   }
