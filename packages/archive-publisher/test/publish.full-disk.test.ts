@@ -11,7 +11,12 @@ import { ARTIFACT_MANIFEST, LEGACY_ARTIFACT_MANIFEST_FILE, sha256Hex, UPLOADED_M
 import { createFileStore, type ObjectStore } from "@ckpt/object-store";
 import { fillDisk, smallDisk } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ArchivePublisherError, commitArtifact, publishArtifact } from "../src/index.js";
+import {
+  ArchivePublisherError,
+  commitArtifact,
+  publishArtifact,
+  uploadFullCheckpoint,
+} from "../src/index.js";
 import { payload, tempDir, writeTree } from "./helpers.js";
 
 const KiB = 1024;
@@ -184,6 +189,41 @@ describe("publish of an artifact on a full disk", () => {
     expect(outcomes).toContain("early");
     expect(outcomes).toContain(ARTIFACT_MANIFEST.fileName);
     expect(outcomes).toContain("published");
+  });
+
+  it("a full checkpoint's upload: a full store disk and a full receipt disk are each PUBLISH_NO_SPACE, and a rerun finishes", async () => {
+    const dir = join(disk, "checkpoints", "iter_000000100");
+    await writeTree(dir, { "model.pt": payload("m", 8 * KiB), "trainer.pt": payload("t", 100) });
+    const root = join(await tempDir(), "full");
+    // The receipt's disk fills once the last file is stored.
+    const filling = fillingAt(createFileStore({ root }), disk, (key) => key === "trainer.pt");
+    const receipt = join(dir, UPLOADED_MARKER.fileName);
+    await expect(uploadFullCheckpoint(dir, filling.store, { concurrency: 1 })).rejects.toMatchObject({
+      code: "PUBLISH_NO_SPACE",
+      subject: receipt,
+      message: expect.stringMatching(/bytes still to write\. Every file is uploaded/),
+    });
+    expect(await temporaries(dir)).toEqual([]);
+    await filling.freeSpace();
+    const rerun = await uploadFullCheckpoint(dir, createFileStore({ root }));
+    expect(rerun.skipped).toEqual(["model.pt", "trainer.pt"]);
+    expect((await UPLOADED_MARKER.read(receipt)).legacy).toBe(false);
+    // The store's disk full: refused by the store before the file is written.
+    await rm(receipt);
+    const storeRoot = join(disk, "full-store");
+    const filler = await fillDisk(disk, 0);
+    await expect(uploadFullCheckpoint(dir, createFileStore({ root: storeRoot }))).rejects.toMatchObject({
+      code: "PUBLISH_NO_SPACE",
+      message: expect.stringContaining("free space and run again"),
+    });
+    expect(await temporaries(storeRoot)).toEqual([]);
+    await rm(filler);
+    expect((await uploadFullCheckpoint(dir, createFileStore({ root: storeRoot }))).uploaded).toEqual([
+      "model.pt",
+      "trainer.pt",
+    ]);
+    await rm(join(disk, "checkpoints"), { recursive: true });
+    await rm(storeRoot, { recursive: true });
   });
 
   it("meets the full disk at the receipt after the archive is committed; a rerun adopts it and writes the receipt", async () => {

@@ -19,4 +19,6 @@ export {
   isNoSpace,
   type SpaceShortfall,
   spaceShortfall,
+  describeUnfinishedWrite,
+  raiseNoSpace,
 } from "./space.js";

@@ -33,17 +33,13 @@ export async function spaceShortfall(path: string, needed: number): Promise<Spac
   return needed > free ? { path, needed, free } : undefined;
 }
 
-/** Causes followed before giving up: a wrapped errno is one or two levels down, never more. */
-const MAX_CAUSE_DEPTH = 8;
-
 /**
  * Whether an error is the filesystem refusing a write for lack of space (ENOSPC) or of quota
- * (EDQUOT), or was caused by one: a writer's own error (an atomic write's `FS_WRITE_FAILED`)
- * keeps the errno in its `cause`.
+ * (EDQUOT), itself or as the cause of an error that wraps it (an atomic write names its file and
+ * keeps the errno as the cause).
  */
 export function isNoSpace(error: unknown): boolean {
-  let at = error;
-  for (let depth = 0; depth < MAX_CAUSE_DEPTH && typeof at === "object" && at !== null; depth++) {
+  for (let at = error, depth = 0; at !== undefined && at !== null && depth < 8; depth++) {
     const code = (at as NodeJS.ErrnoException).code;
     if (code === "ENOSPC" || code === "EDQUOT") return true;
     at = (at as { cause?: unknown }).cause;
@@ -54,4 +50,21 @@ export function isNoSpace(error: unknown): boolean {
 /** The shortfall in the words every no-space message uses. */
 export function describeShortfall(shortfall: SpaceShortfall): string {
   return `${shortfall.path} needs ${shortfall.needed} bytes, ${shortfall.free} free`;
+}
+
+/** A write the disk stopped part-way, in the words every no-space message uses. */
+export function describeUnfinishedWrite(path: string, remaining: number): string {
+  return `the disk filled while writing ${path}, ${remaining} bytes still to write`;
+}
+
+/**
+ * Runs one write step; a full disk it meets is rethrown as the caller's own coded error
+ * (`raise`, given the cause), anything else as it was.
+ */
+export async function raiseNoSpace<T>(write: () => Promise<T>, raise: (cause: unknown) => Error): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    throw isNoSpace(error) ? raise(error) : error;
+  }
 }

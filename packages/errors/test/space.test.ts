@@ -38,8 +38,7 @@ describe("free space", () => {
     expect(isNoSpace(errno("EDQUOT"))).toBe(true);
     expect(isNoSpace(errno("EIO"))).toBe(false);
     expect(isNoSpace(undefined)).toBe(false);
-    // A writer's own error keeps the errno as its cause.
-    expect(isNoSpace(new Error("write failed", { cause: errno("ENOSPC") }))).toBe(true);
-    expect(isNoSpace(new Error("write failed", { cause: errno("EIO") }))).toBe(false);
+    expect(isNoSpace(new Error("write model.pt failed", { cause: errno("ENOSPC") }))).toBe(true);
+    expect(isNoSpace(new Error("write model.pt failed", { cause: errno("EIO") }))).toBe(false);
   });
 });

@@ -1,4 +1,10 @@
-import { describeShortfall, isNoSpace, type SpaceShortfall, spaceShortfall } from "@ckpt/errors";
+import {
+  describeShortfall,
+  describeUnfinishedWrite,
+  isNoSpace,
+  type SpaceShortfall,
+  spaceShortfall,
+} from "@ckpt/errors";
 import type { DestinationIdentity } from "@ckpt/object-store";
 import { ArchivePublisherError } from "../errors.js";
 import type { LocalArtifact, PublishPlan } from "../plan.js";
@@ -84,7 +90,7 @@ export function localNoSpace(
   if (!isNoSpace(error)) return undefined;
   return new ArchivePublisherError(
     "PUBLISH_NO_SPACE",
-    `write ${path}: no space left on its filesystem, ${bytes} bytes still to write. ${state} ${NO_SPACE_REMEDY}`,
+    `${describeUnfinishedWrite(path, bytes)}. ${state} ${NO_SPACE_REMEDY}`,
     { kind: "failed", subject: path, cause: error },
   );
 }

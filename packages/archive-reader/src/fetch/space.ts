@@ -1,4 +1,4 @@
-import { describeShortfall, isNoSpace, spaceShortfall } from "@ckpt/errors";
+import { describeShortfall, describeUnfinishedWrite, raiseNoSpace, spaceShortfall } from "@ckpt/errors";
 import { ArchiveReaderError } from "../errors.js";
 import { PART_SUFFIX, type FetchPlan, type LocalEntry } from "./plan.js";
 
@@ -39,21 +39,13 @@ export async function refuseShortfall(uri: string, stagedDir: string, needed: nu
 
 /**
  * Runs one write of the fetch (`bytes` to `path`); a full disk met half way (ENOSPC, EDQUOT) is
- * READER_NO_SPACE naming the path and the bytes still to write, with what the staging keeps.
+ * READER_NO_SPACE naming the path and the bytes still to write. Our own errors pass as they are:
+ * one already coded READER_NO_SPACE keeps its own words.
  */
-export async function writing<T>(
-  uri: string,
-  path: string,
-  bytes: number,
-  write: () => Promise<T>,
-): Promise<T> {
-  try {
-    return await write();
-  } catch (error) {
-    // Our own errors pass as they are: one already coded READER_NO_SPACE keeps its own words.
-    if (error instanceof ArchiveReaderError || !isNoSpace(error)) throw error;
-    throw noSpaceWriting(uri, path, bytes, error);
-  }
+export function writing<T>(uri: string, path: string, bytes: number, write: () => Promise<T>): Promise<T> {
+  return raiseNoSpace(write, (cause) =>
+    cause instanceof ArchiveReaderError ? cause : noSpaceWriting(uri, path, bytes, cause),
+  );
 }
 
 /** READER_NO_SPACE for `bytes` still to write to `path` when the disk filled up. */
@@ -61,7 +53,7 @@ export function noSpaceWriting(uri: string, path: string, bytes: number, cause: 
   const part = path.endsWith(PART_SUFFIX) ? ` The ${PART_SUFFIX} was removed to give its space back.` : "";
   return new ArchiveReaderError(
     "READER_NO_SPACE",
-    `fetch ${uri}: no space left writing ${path}, ${bytes} bytes still to write.${part} ` +
+    `fetch ${uri}: ${describeUnfinishedWrite(path, bytes)}.${part} ` +
       `The staging stays incomplete (.staged.json says so) and keeps every verified file. ${NO_SPACE_REMEDY}`,
     { kind: "failed", subject: path, cause },
   );
