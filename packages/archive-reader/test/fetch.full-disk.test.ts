@@ -52,13 +52,13 @@ describe("fetch onto a full disk", () => {
   let store: ObjectStore;
   beforeAll(async () => {
     disk = await smallDisk(512 * KiB);
-    artifact = makeArtifact({ model: bytes(40 * KiB, 7), trainer: bytes(12 * KiB, 8) });
+    artifact = makeArtifact({ model: bytes(20 * KiB, 7), trainer: bytes(8 * KiB, 8) });
     store = await archive("a", artifact);
   });
 
   it("refuses before writing anything when the archive does not fit, and fetches once space is freed", async () => {
     const dst = join(disk, "early");
-    const filler = await fillDisk(disk, 16 * KiB);
+    const filler = await fillDisk(disk, 8 * KiB);
     const refusal = fetchArtifact(store, dst);
     await expect(refusal).rejects.toMatchObject({ code: "READER_NO_SPACE", subject: join(dst, STAGE) });
     await expect(refusal).rejects.toThrow(/iter_000000300 needs \d+ bytes, \d+ free\. Nothing was written/);
@@ -73,7 +73,7 @@ describe("fetch onto a full disk", () => {
     let succeeded = 0;
     // The disk fills up (leaving `leave` bytes) when the first payload download starts: after the
     // free-space check passed and the record was written, as when another writer takes the space.
-    for (let leave = 0; leave <= 16 * PAGE; leave += PAGE) {
+    for (let leave = 0; leave <= 10 * PAGE; leave += PAGE) {
       const dst = join(disk, `sweep-${leave}`);
       let filler: string | undefined;
       const filling = new Proxy(store, {
@@ -123,7 +123,7 @@ describe("fetch onto a full disk", () => {
       "trainer.pt.part",
     ]);
     expect(succeeded).toBeGreaterThan(0);
-  });
+  }, 120_000);
 
   it("keeps a complete staging of another archive byte-identical when the disk is full before its record changes", async () => {
     const dst = join(disk, "replace");
