@@ -140,14 +140,11 @@ async function runFetch(
     const recordPath = join(stagedDir, STAGED_RECORD.fileName);
     const recordBytes = STAGED_RECORD.serialize({ ...plan.record, complete: true }).byteLength;
     // Every size is known: a fetch that cannot fit is refused before anything is written.
-    await refuseShortfall(
-      uri,
-      stagedDir,
-      fetchSpaceNeeded(plan, manifestFile.size, recordBytes, scanned.entries),
-    );
+    const needed = fetchSpaceNeeded(plan, manifestFile.size, recordBytes, scanned.entries);
+    await refuseShortfall(uri, stagedDir, needed);
     const writeRecord = (record: typeof plan.record) =>
       writing(uri, recordPath, recordBytes, () => STAGED_RECORD.write(recordPath, record));
-    await writing(uri, stagedDir, recordBytes, () => mkdir(stagedDir, { recursive: true }));
+    await writing(uri, stagedDir, needed, () => mkdir(stagedDir, { recursive: true }));
     // An existing record stops claiming completeness before any of its files is touched.
     if (scanned.record?.complete) await writeRecord({ ...scanned.record, complete: false });
     await removeOwned(stagedDir, plan.remove);
