@@ -23,7 +23,7 @@ export interface SpaceNeed {
  * The local directory a store writes into, when it has one (a `file://` store's root), else
  * undefined: a remote store's free space is not ours to see. Pure.
  */
-export function localRootOf(identity: DestinationIdentity): string | undefined {
+function localRootOf(identity: DestinationIdentity): string | undefined {
   return identity.scheme === "file" ? identity.bucket : undefined;
 }
 
