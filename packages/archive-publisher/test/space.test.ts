@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { publishSpaceNeeds } from "../src/internal/space.js";
-import type { LocalArtifact } from "../src/plan.js";
+import type { LocalArtifact, PublishPlan } from "../src/plan.js";
 
 const local = (over: Partial<LocalArtifact> = {}): LocalArtifact =>
   ({
@@ -16,12 +16,12 @@ const s3 = { scheme: "s3", endpoint: "s3.example", bucket: "b", prefix: "p" } as
 
 describe("publishSpaceNeeds", () => {
   it("asks a file:// store's root for the payloads to upload and the records, and the artifact for the receipt", () => {
-    const plan = {
+    const plan: PublishPlan = {
       action: "publish",
       createDeclaration: true,
       upload: [entry("model.pt", 5000)],
       present: [],
-    } as const;
+    };
     expect(publishSpaceNeeds(local(), plan, file, 300)).toEqual([
       {
         path: "/store/iter_000000300",
@@ -34,7 +34,7 @@ describe("publishSpaceNeeds", () => {
 
   it("asks nothing of a remote store, counts a manifest rewrite with its legacy original, and no receipt for a skip", () => {
     const rewrite = local({ manifestRewrite: true, legacyOriginal: new Uint8Array(20) });
-    const plan = { action: "publish", createDeclaration: false, upload: [], present: [] } as const;
+    const plan: PublishPlan = { action: "publish", createDeclaration: false, upload: [], present: [] };
     expect(publishSpaceNeeds(rewrite, plan, s3, 300)).toEqual([
       { path: "/art/iter_000000300", bytes: 100 + 20 + 300, what: "the local manifest and receipt" },
     ]);
