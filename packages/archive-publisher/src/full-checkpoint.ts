@@ -10,11 +10,15 @@ import {
   UPLOADED_MARKER,
   type UploadedMarker,
 } from "@ckpt/manifest";
-import type { ObjectStore } from "@ckpt/object-store";
+import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { iterDirOf } from "./internal/local.js";
 import { DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
 import { listSizes } from "./internal/remote.js";
+import { localNoSpace, storeNoSpace } from "./internal/space.js";
+
+/** Where a full-checkpoint upload stands when a store write fails: a rerun skips what is there. */
+const FULL_UPLOAD_UNFINISHED = "No receipt was written; the next upload skips the files already stored.";
 import { drain, withEvents } from "@ckpt/progress";
 
 export interface UploadFullCheckpointOptions {
@@ -165,6 +169,9 @@ async function runUpload(
         emit({ type: "uploaded", path: file.path, size: file.size });
         return { entry, uploaded: true };
       } catch (error) {
+        if (error instanceof ObjectStoreError && error.code === "STORE_NO_SPACE") {
+          throw storeNoSpace("upload", store.uri, file.path, error, FULL_UPLOAD_UNFINISHED);
+        }
         throw failure(`${store.uri}/${file.path}`, error, "upload");
       }
     },
@@ -181,17 +188,24 @@ async function runUpload(
     );
   }
   const receipt = join(root, UPLOADED_MARKER.fileName);
+  const marker: UploadedMarker = {
+    schema: "posttrain.archive-marker.v1",
+    kind: "full_checkpoint",
+    iteration,
+    destination: { ...store.identity },
+    files,
+  };
   try {
-    const marker: UploadedMarker = {
-      schema: "posttrain.archive-marker.v1",
-      kind: "full_checkpoint",
-      iteration,
-      destination: { ...store.identity },
-      files,
-    };
     await UPLOADED_MARKER.write(receipt, marker);
   } catch (error) {
-    throw failure(receipt, error, "write");
+    throw (
+      localNoSpace(
+        receipt,
+        UPLOADED_MARKER.serialize(marker).byteLength,
+        error,
+        `Every file is uploaded to ${store.uri}; only the receipt is missing, and the next upload writes it (skipping what is there).`,
+      ) ?? failure(receipt, error, "write")
+    );
   }
   emit({ type: "receipt", path: receipt });
   return {

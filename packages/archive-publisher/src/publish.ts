@@ -19,6 +19,7 @@ import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { inspectLocalArtifact } from "./internal/inspect.js";
 import { entryKind, type HashEvent, hashLocal } from "./internal/local.js";
 import { DEFAULT_HEAD_CONCURRENCY, DEFAULT_UPLOAD_CONCURRENCY } from "./internal/pool.js";
+import { localNoSpace, publishSpaceNeeds, refuseShortfall } from "./internal/space.js";
 import {
   ABANDONED_PROBE_AGE_MS,
   createAndConfirm,
@@ -176,21 +177,29 @@ async function readRemoteState(
 
 /** Writes the converted or digest-completed manifest locally, keeping a legacy original beside it. */
 async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
-  const target = join(local.dir, ARTIFACT_MANIFEST.fileName);
-  try {
-    if (
-      local.legacyOriginal !== undefined &&
-      (await entryKind(join(local.dir, LEGACY_ARTIFACT_MANIFEST_FILE))) === "absent"
-    ) {
-      await writeFileAtomic(join(local.dir, LEGACY_ARTIFACT_MANIFEST_FILE), local.legacyOriginal);
+  const legacyPath = join(local.dir, LEGACY_ARTIFACT_MANIFEST_FILE);
+  const writes: Array<[string, Uint8Array]> = [];
+  if (local.legacyOriginal !== undefined && (await entryKind(legacyPath)) === "absent") {
+    writes.push([legacyPath, local.legacyOriginal]);
+  }
+  writes.push([join(local.dir, ARTIFACT_MANIFEST.fileName), local.manifestBytes]);
+  for (const [path, bytes] of writes) {
+    try {
+      await writeFileAtomic(path, bytes);
+    } catch (error) {
+      const full = localNoSpace(
+        path,
+        bytes.byteLength,
+        error,
+        "Nothing was uploaded and the manifest keeps its previous bytes.",
+      );
+      if (full !== undefined) throw full;
+      throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `rewrite ${path}: ${messageOf(error)}`, {
+        kind: "failed",
+        subject: path,
+        cause: error,
+      });
     }
-    await writeFileAtomic(target, local.manifestBytes);
-  } catch (error) {
-    throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `rewrite ${target}: ${messageOf(error)}`, {
-      kind: "failed",
-      subject: target,
-      cause: error,
-    });
   }
 }
 
@@ -419,18 +428,30 @@ async function releasePayloads(
   return { removed, freed };
 }
 
+/** The receipt a publish of `local` to `store` writes. Pure. */
+function receiptFor(local: LocalArtifact, store: ObjectStore): UploadedMarker {
+  return {
+    schema: "posttrain.archive-marker.v1",
+    kind: "artifact",
+    iteration: local.iteration,
+    destination: { ...store.identity },
+    files: local.files,
+  };
+}
+
 async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<string> {
   const path = join(local.dir, UPLOADED_MARKER.fileName);
+  const marker = receiptFor(local, store);
   try {
-    const marker: UploadedMarker = {
-      schema: "posttrain.archive-marker.v1",
-      kind: "artifact",
-      iteration: local.iteration,
-      destination: { ...store.identity },
-      files: local.files,
-    };
     await UPLOADED_MARKER.write(path, marker);
   } catch (error) {
+    const full = localNoSpace(
+      path,
+      UPLOADED_MARKER.serialize(marker).byteLength,
+      error,
+      `The archive at ${store.uri} is complete and verified; only its receipt is missing, and the next run writes it.`,
+    );
+    if (full !== undefined) throw full;
     throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `write ${path}: ${messageOf(error)}`, {
       kind: kindOf(error) === "input" ? "failed" : kindOf(error),
       subject: path,
@@ -470,6 +491,16 @@ async function runPublish(
       { kind: plan.code === "PUBLISH_RELEASED_REMOTE_INVALID" ? "failed" : "refused", subject: plan.subject },
     );
   }
+  // Everything this publish will write has a known size: a full disk is refused before any of it.
+  await refuseShortfall(
+    `publish ${local.dir}`,
+    publishSpaceNeeds(
+      local,
+      plan,
+      store.identity,
+      UPLOADED_MARKER.serialize(receiptFor(local, store)).byteLength,
+    ),
+  );
   if (plan.action !== "publish") await confirmRecorded(local, emit, signal);
   if (local.manifestRewrite) await rewriteLocalManifest(local);
 

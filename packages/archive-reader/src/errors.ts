@@ -18,6 +18,7 @@ export type ArchiveReaderErrorCode =
   | "READER_STAGE_RECORD_INVALID"
   | "READER_DOWNLOAD_MISMATCH"
   | "READER_DCP_INCOMPLETE"
+  | "READER_NO_SPACE"
   | "READER_ABORTED";
 
 /**

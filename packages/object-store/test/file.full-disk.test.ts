@@ -1,10 +1,11 @@
 // Issue 16: a full disk under a file:// store. Runs on a 2 MiB tmpfs mounted for the test (the
 // suite runs as root); a failed mount fails the suite rather than skipping it.
 import { spawnSync } from "node:child_process";
-import { readdir, rm } from "node:fs/promises";
+import { readdir, readlink, rm, writeFile } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
-import { smallDisk } from "@ckpt/test-utils";
+import { smallDisk, testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 
@@ -32,6 +33,21 @@ describe("file store on a full disk", () => {
     const kept = Buffer.concat(await (await store.get("run/model.pt")).toArray());
     expect(kept.equals(Buffer.from(old))).toBe(true);
     await store.delete("run/model.pt");
+  });
+
+  it("closes a file body it refuses for lack of space", async () => {
+    const store = createFileStore({ root: join(mount, "store-c") });
+    const source = join(await testdir("ckpt-full-disk-src-"), "big");
+    await writeFile(source, new Uint8Array(3 * MiB));
+    await expect(store.put("big", { path: source })).rejects.toMatchObject({ code: "STORE_NO_SPACE" });
+    const openOnSource = async () => {
+      const fds = await readdir("/proc/self/fd");
+      const targets = await Promise.all(fds.map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => "")));
+      return targets.filter((t) => t === source).length;
+    };
+    // The read stream opens and closes asynchronously: wait for it to settle.
+    for (let round = 0; round < 50 && (await openOnSource()) > 0; round++) await sleep(20);
+    expect(await openOnSource()).toBe(0);
   });
 
   it("maps ENOSPC met while writing to STORE_NO_SPACE, cleans its temporary, and succeeds once space is freed", async () => {

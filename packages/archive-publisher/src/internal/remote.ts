@@ -3,6 +3,10 @@ import { MAX_RECORD_BYTES, sha256Hex } from "@ckpt/manifest";
 import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 import { sameBytes } from "./bytes.js";
+import { storeNoSpace } from "./space.js";
+
+/** Where a publish stands when a store write fails: a rerun continues from the declaration. */
+const PUBLISH_UNCOMMITTED = "The archive is not committed; the publish resumes where it stopped.";
 
 /** Wraps one store request so its failure names the key and stays an ArchivePublisherError. */
 export async function storeCall<T>(
@@ -15,6 +19,9 @@ export async function storeCall<T>(
     return await call();
   } catch (error) {
     if (error instanceof ArchivePublisherError) throw error;
+    if (error instanceof ObjectStoreError && error.code === "STORE_NO_SPACE") {
+      throw storeNoSpace(what, store.uri, key, error, PUBLISH_UNCOMMITTED);
+    }
     const kind = kindOf(error);
     throw new ArchivePublisherError(
       "PUBLISH_STORE_FAILED",

@@ -2,11 +2,13 @@ import { createHash, type Hash } from "node:crypto";
 import { constants, createReadStream } from "node:fs";
 import { type FileHandle, mkdir, open, rename, rm } from "node:fs/promises";
 import { dirname } from "node:path";
+import { isNoSpace } from "@ckpt/errors";
 import { fsyncDirectory, writeFully } from "@ckpt/manifest";
 import { defaultBackoffDelay, type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
 import { ArchiveReaderError } from "../errors.js";
 import { abortedError } from "../internal/pool.js";
 import { PART_SUFFIX, type PlannedDownload } from "./plan.js";
+import { noSpaceWriting } from "./space.js";
 import { insideStage } from "./stage.js";
 import type { FetchEvent } from "./types.js";
 
@@ -202,6 +204,11 @@ export async function* downloadFile(ctx: DownloadContext, file: PlannedDownload)
     }
     await handle.sync();
     verified = true;
+  } catch (error) {
+    if (!isNoSpace(error)) throw error;
+    // A full disk: give the space of the partial file back, and say what is still to write.
+    state.discard = true;
+    throw noSpaceWriting(ctx.uri, part, file.size - state.written, error);
   } finally {
     if (!verified && !state.discard) await handle.sync().catch(() => {});
     await handle.close();

@@ -12,10 +12,12 @@ import {
   type FetchTarget,
   filesToHash,
   type LocalStageState,
+  PART_SUFFIX,
   planFetch,
   stagedDirName,
 } from "./plan.js";
 import { legacyHeadPaths, type RemoteArtifact, readRemoteRecords, resolveRemoteArtifact } from "./remote.js";
+import { fetchSpaceNeeded, refuseShortfall, writing } from "./space.js";
 import { removeOwned, scanLocal } from "./stage.js";
 import type { FetchEvent, FetchedFile, FetchOptions, FetchReport } from "./types.js";
 
@@ -135,18 +137,26 @@ async function runFetch(
     resumedInPlace: 0,
   };
   if (!plan.upToDate) {
-    await mkdir(stagedDir, { recursive: true });
     const recordPath = join(stagedDir, STAGED_RECORD.fileName);
+    const recordBytes = STAGED_RECORD.serialize({ ...plan.record, complete: true }).byteLength;
+    // Every size is known: a fetch that cannot fit is refused before anything is written.
+    const needed = fetchSpaceNeeded(plan, manifestFile.size, recordBytes, scanned.entries);
+    await refuseShortfall(uri, stagedDir, needed);
+    const writeRecord = (record: typeof plan.record) =>
+      writing(uri, recordPath, recordBytes, () => STAGED_RECORD.write(recordPath, record));
+    await writing(uri, stagedDir, needed, () => mkdir(stagedDir, { recursive: true }));
     // An existing record stops claiming completeness before any of its files is touched.
-    if (scanned.record?.complete)
-      await STAGED_RECORD.write(recordPath, { ...scanned.record, complete: false });
+    if (scanned.record?.complete) await writeRecord({ ...scanned.record, complete: false });
     await removeOwned(stagedDir, plan.remove);
-    await STAGED_RECORD.write(recordPath, plan.record);
+    await writeRecord(plan.record);
     // Downloads run in parallel, each reporting through `emit`; an abort (the caller's, or the
     // caller leaving the loop) stops those still in flight.
     await mapPool(plan.download, options.concurrency ?? DEFAULT_DOWNLOAD_CONCURRENCY, async (file) => {
       if (signal.aborted) throw abortedError(`fetch ${uri}`, signal);
-      for await (const event of downloadFile(ctx, file)) emit(event);
+      const part = join(stagedDir, `${file.path}${PART_SUFFIX}`);
+      await writing(uri, part, file.size - file.resumeFrom, async () => {
+        for await (const event of downloadFile(ctx, file)) emit(event);
+      });
     });
     for (const file of plan.download) {
       files.push({
@@ -169,14 +179,15 @@ async function runFetch(
       emit({ type: "dcp-check", path: dir });
     }
     if (plan.writeManifest) {
-      await writeFileAtomic(join(stagedDir, ARTIFACT_MANIFEST.fileName), remote.manifestBytes, {
-        verify: true,
-      });
+      const manifestPath = join(stagedDir, ARTIFACT_MANIFEST.fileName);
+      await writing(uri, manifestPath, manifestFile.size, () =>
+        writeFileAtomic(manifestPath, remote.manifestBytes, { verify: true }),
+      );
       files.push({ ...manifestFile, action: "downloaded" });
     } else {
       files.push({ ...manifestFile, action: "kept" });
     }
-    await STAGED_RECORD.write(recordPath, { ...plan.record, complete: true });
+    await writeRecord({ ...plan.record, complete: true });
   } else {
     files.push({ ...manifestFile, action: "kept" });
   }

@@ -2,7 +2,14 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join, relative, sep } from "node:path";
-import { describeRefusal, describeShortfall, readRegularFile, spaceShortfall } from "@ckpt/errors";
+import {
+  describeRefusal,
+  describeShortfall,
+  describeUnfinishedWrite,
+  isNoSpace,
+  readRegularFile,
+  spaceShortfall,
+} from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import { abortError, checkedChunks, openBody } from "../internal/body.js";
@@ -170,12 +177,19 @@ class FileStore implements ObjectStore {
     const { stream, size } = await openBody(key, body);
     addAbortSignal(signal, stream);
     const dir = dirname(final);
-    await this.confine("write", key, dir);
-    await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
-    const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+    let handle: FileHandle;
     try {
-      let written = 0;
+      await this.confine("write", key, dir);
+      await this.checkRoom(key, size);
+      handle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+    } catch (error) {
+      // A file body's read stream already holds a descriptor on the source: close it when refusing.
+      stream.destroy();
+      throw error;
+    }
+    let written = 0;
+    try {
       for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
         written += bytes.byteLength;
         await handle.write(bytes);
@@ -190,6 +204,15 @@ class FileStore implements ObjectStore {
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       if (signal.aborted) throw abortError(key, signal);
+      if (isNoSpace(error)) {
+        throw noSpace(
+          "write",
+          key,
+          this.uri,
+          `${errnoCode(error)}: ${describeUnfinishedWrite(final, size - written)}`,
+          error,
+        );
+      }
       throw error;
     }
   }
