@@ -34,7 +34,9 @@ function tests(path, title = /./) {
   let n = 0;
   for (const file of files) {
     const text = readFileSync(file, "utf8");
-    for (const m of text.matchAll(/\b(?:it|test)(?:\.each\([\s\S]*?\))?\(\s*(["'`])((?:(?!\1)[^\\]|\\.)*)\1/g)) {
+    for (const m of text.matchAll(
+      /\b(?:it|test)(?:\.each\([\s\S]*?\))?\(\s*(["'`])((?:(?!\1)[^\\]|\\.)*)\1/g,
+    )) {
       if (title.test(m[2])) n++;
     }
   }
@@ -42,7 +44,7 @@ function tests(path, title = /./) {
 }
 
 /** Where each class's cases live. `class` is the first column of the docs table. */
-export const SOURCES = [
+const SOURCES = [
   {
     class: "malformed records",
     source: "packages/manifest/test/corpus/expected.json",
@@ -99,7 +101,7 @@ export const SOURCES = [
 ];
 
 /** The class names of docs/architecture.md's "Hostile inputs" table (its first column). */
-export function documentedClasses() {
+function documentedClasses() {
   const text = read("docs/architecture.md");
   const section = text.slice(text.indexOf("## Hostile inputs"));
   const table = section.slice(0, section.indexOf("\n## "));
@@ -108,7 +110,7 @@ export function documentedClasses() {
     .filter((c) => c !== "class" && !/^-+$/.test(c));
 }
 
-export function countCorpus() {
+function countCorpus() {
   const sources = SOURCES.map((s) => ({ class: s.class, source: s.source, cases: s.count() }));
   const classes = Object.fromEntries(documentedClasses().map((c) => [c, 0]));
   for (const s of sources) classes[s.class] = (classes[s.class] ?? 0) + s.cases;

@@ -9,10 +9,14 @@
 // Build first: pnpm turbo run build. The archive suites' test files also hold S3 suites, which are
 // filtered out here, but vitest's S3 global setup still runs: give it a server (source the
 // AWS_* / CKPT_TEST_S3_BUCKET environment) or it starts a private Ceph for the run.
+// Each suite's time bound is its CI bound scaled by its kills and by --budget-factor (default 3:
+// a soak shares the machine). --logs DIR keeps each suite's full output as DIR/<suite>.log.
 //   node tools/bench/crash-soak.bench.mjs [--kills N] [--suites publish,fetch,...] [--seed S] [--jobs J]
+//     [--budget-factor F] [--logs DIR]
 // Target: ≥ 1,000 kills in one run, 0 violations.
 import { spawn } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,6 +42,8 @@ const TOTAL_KILLS = Number(option("kills", "1000"));
 const NAMES = option("suites", Object.keys(SUITES).join(",")).split(",");
 const JOBS = Math.max(1, Number(option("jobs", "1")));
 const SEED = option("seed", String(Math.floor(Math.random() * 2 ** 31)));
+const BUDGET_FACTOR = option("budget-factor", "3");
+const LOGS = option("logs", undefined);
 for (const name of NAMES) {
   if (!(name in SUITES)) {
     console.error(`unknown suite ${name}; available: ${Object.keys(SUITES).join(", ")}`);
@@ -64,20 +70,23 @@ function runSuite(name, cliBin) {
           ...process.env,
           CKPT_CRASH_KILLS: String(perSuite),
           CKPT_CRASH_SEED: SEED,
+          CKPT_CRASH_BUDGET_FACTOR: BUDGET_FACTOR,
           CKPT_CLI_BIN: cliBin,
         },
         stdio: ["ignore", "pipe", "pipe"],
       },
     );
     let out = "";
-    child.stdout.on("data", (d) => {
+    const log = LOGS === undefined ? undefined : createWriteStream(join(LOGS, `${name}.log`));
+    const collect = (d) => {
       out += d;
-    });
-    child.stderr.on("data", (d) => {
-      out += d;
-    });
+      log?.write(d);
+    };
+    child.stdout.on("data", collect);
+    child.stderr.on("data", collect);
     child.on("error", reject);
     child.on("close", (code) => {
+      log?.end();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const reports = [...out.matchAll(/crash suite done: (\{.*\})/g)].map((m) => JSON.parse(m[1]));
       const violation = out.match(/CrashInvariantError: ([^\n]*)/)?.[1];
@@ -89,6 +98,7 @@ function runSuite(name, cliBin) {
 const scratch = await mkdtemp(join(tmpdir(), "ckpt-bench-soak-"));
 try {
   const cliBin = await pinnedCli(scratch);
+  if (LOGS !== undefined) await mkdir(LOGS, { recursive: true });
   console.log(
     `crash soak: ${perSuite} kills × ${NAMES.length} suites (${NAMES.join(", ")}), seed ${SEED}, ${JOBS} at a time`,
   );
