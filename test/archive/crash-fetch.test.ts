@@ -32,7 +32,14 @@ import {
   snapshotTree,
   writeArtifact,
 } from "../helpers/artifact.js";
-import { type CrashReport, cli, crashKills, crashSeed, runCrashSuite } from "../helpers/crash.js";
+import {
+  type CrashReport,
+  cli,
+  crashBudgetMs,
+  crashKills,
+  crashSeed,
+  runCrashSuite,
+} from "../helpers/crash.js";
 
 const seed = crashSeed();
 const kills = crashKills(100);
@@ -232,7 +239,7 @@ async function runFetchSuite(
       await assertForeignIntact(iterDir(), foreignInside);
       await untouched();
     },
-    budgetMs: 420_000,
+    budgetMs: crashBudgetMs(420_000, suite.kills),
     log: (line) => console.log(line),
   });
   console.log(`fetch crash states: ${JSON.stringify(states)}`);
@@ -258,16 +265,20 @@ describe("ckpt artifact fetch under SIGKILL", () => {
     await tmp.cleanup();
   });
 
-  it(`file://: keeps the staging invariants across ${kills} kills (seed ${seed})`, async () => {
-    const archive = await publishedArchive(
-      artifact,
-      `file://${join(tmp.dir, "remote")}/${artifact.archivePrefix}`,
-      (uri) => openStore(uri),
-    );
-    const before = await snapshotTree(join(tmp.dir, "remote"));
-    await runFetchSuite(join(tmp.dir, "file"), artifact.iterDir, { archive, kills });
-    expect(await snapshotTree(join(tmp.dir, "remote"))).toEqual(before);
-  }, 450_000);
+  it(
+    `file://: keeps the staging invariants across ${kills} kills (seed ${seed})`,
+    async () => {
+      const archive = await publishedArchive(
+        artifact,
+        `file://${join(tmp.dir, "remote")}/${artifact.archivePrefix}`,
+        (uri) => openStore(uri),
+      );
+      const before = await snapshotTree(join(tmp.dir, "remote"));
+      await runFetchSuite(join(tmp.dir, "file"), artifact.iterDir, { archive, kills });
+      expect(await snapshotTree(join(tmp.dir, "remote"))).toEqual(before);
+    },
+    crashBudgetMs(450_000, kills),
+  );
 
   it(`real S3: keeps the staging invariants across ${S3_KILLS} kills (seed ${seed})`, async () => {
     const env = s3TestEnv();

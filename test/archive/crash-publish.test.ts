@@ -26,7 +26,14 @@ import {
   sha256,
   writeArtifact,
 } from "../helpers/artifact.js";
-import { type CrashReport, cli, crashKills, crashSeed, runCrashSuite } from "../helpers/crash.js";
+import {
+  type CrashReport,
+  cli,
+  crashBudgetMs,
+  crashKills,
+  crashSeed,
+  runCrashSuite,
+} from "../helpers/crash.js";
 
 const seed = crashSeed();
 const kills = crashKills(100);
@@ -122,7 +129,7 @@ async function runPublishSuite(
       states.leftoverProbes = Math.max(states.leftoverProbes ?? 0, remote.probes);
       lastState = { committed: true, receipt: true };
     },
-    budgetMs: 420_000,
+    budgetMs: crashBudgetMs(420_000, suiteKills),
     log: (line) => console.log(line),
   });
   console.log(`publish crash states (remote/receipt): ${JSON.stringify(states)}`);
@@ -148,27 +155,31 @@ describe("ckpt artifact publish under SIGKILL", () => {
     await tmp.cleanup();
   });
 
-  it(`file://: keeps the archive invariants across ${kills} kills (seed ${seed})`, async () => {
-    const remoteRoot = (r: number) => join(tmp.dir, "file", `round${r}`, "remote");
-    await runPublishSuite(
-      join(tmp.dir, "file"),
-      template,
-      {
-        args: (r) => ["--bucket", `file://${remoteRoot(r)}`],
-        uploadPrefix: () => template.uploadPrefix,
-        archive: (r) => openStore(`file://${remoteRoot(r)}/${template.archivePrefix}`),
-        plantForeign: async (r) => {
-          // Another archive's files beside this one and foreign files in the archive root.
-          const other = join(remoteRoot(r), dirname(template.archivePrefix), "iter_000000299");
-          await mkdir(other, { recursive: true });
-          await plantForeign(other, "other");
-          const before = await plantForeign(remoteRoot(r), "root"); // snapshots the whole root
-          return () => assertForeignIntact(remoteRoot(r), before);
+  it(
+    `file://: keeps the archive invariants across ${kills} kills (seed ${seed})`,
+    async () => {
+      const remoteRoot = (r: number) => join(tmp.dir, "file", `round${r}`, "remote");
+      await runPublishSuite(
+        join(tmp.dir, "file"),
+        template,
+        {
+          args: (r) => ["--bucket", `file://${remoteRoot(r)}`],
+          uploadPrefix: () => template.uploadPrefix,
+          archive: (r) => openStore(`file://${remoteRoot(r)}/${template.archivePrefix}`),
+          plantForeign: async (r) => {
+            // Another archive's files beside this one and foreign files in the archive root.
+            const other = join(remoteRoot(r), dirname(template.archivePrefix), "iter_000000299");
+            await mkdir(other, { recursive: true });
+            await plantForeign(other, "other");
+            const before = await plantForeign(remoteRoot(r), "root"); // snapshots the whole root
+            return () => assertForeignIntact(remoteRoot(r), before);
+          },
         },
-      },
-      kills,
-    );
-  }, 450_000);
+        kills,
+      );
+    },
+    crashBudgetMs(450_000, kills),
+  );
 
   it(`real S3: keeps the archive invariants across ${S3_KILLS} kills (seed ${seed})`, async () => {
     const env = s3TestEnv();

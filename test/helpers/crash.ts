@@ -30,6 +30,23 @@ export function crashKills(min = 100, env: NodeJS.ProcessEnv = process.env): num
   return Math.max(min, wanted);
 }
 
+/**
+ * A suite's time bound for `kills`: `msPer100Kills` scaled by the kills over 100 (never less) and
+ * by `$CKPT_CRASH_BUDGET_FACTOR` (default 1). The bounds in the tests are set for CI's 100 kills; a
+ * soak (`tools/bench/crash-soak.bench.mjs`) asks for more kills on a machine it shares, and gets
+ * proportionally more time.
+ */
+export function crashBudgetMs(
+  msPer100Kills: number,
+  kills: number,
+  env: NodeJS.ProcessEnv = process.env,
+): number {
+  const given = env.CKPT_CRASH_BUDGET_FACTOR;
+  const factor = given === undefined || given === "" ? 1 : Number(given);
+  if (!(factor >= 1)) throw new Error(`CKPT_CRASH_BUDGET_FACTOR=${given}: expected a number ≥ 1`);
+  return Math.round(msPer100Kills * Math.max(1, kills / 100) * factor);
+}
+
 /** One invocation: `node <args...>` (args[0] is the script, e.g. CLI_BIN), or `executable <args...>`. */
 export interface NodeCommand {
   /** The program to run; default this Node binary (e.g. `/usr/bin/python3` for a trainer). */
@@ -264,6 +281,8 @@ export interface CrashReport {
   readonly workKills: number;
   /** Rounds whose kills all found the prepared state, so their completion re-timed the window. */
   readonly retimedRounds: number;
+  /** Invariant checks passed: one after every kill and one after every run to completion. */
+  readonly checks: number;
   readonly elapsedMs: number;
   /** How many kills found each state label. */
   readonly states: Readonly<Record<string, number>>;
@@ -312,6 +331,16 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       fail(where, `the output never matched ${suite.armOn}\n${describeRun(result)}`);
     return result.ms - result.armedAtMs!;
   };
+  let checks = 0;
+  /** An invariant check: counted when it passes, a replayable failure when it does not. */
+  const checked = <T>(where: string, check: Promise<T>): Promise<T> =>
+    check.then(
+      (value) => {
+        checks++;
+        return value;
+      },
+      (error: unknown) => fail(where, error),
+    );
   // Calibration: the duration of an uninterrupted run from fresh state.
   const durations: number[] = [];
   const calibrationRuns = Math.max(1, suite.calibrationRuns ?? 2);
@@ -322,9 +351,10 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       ...(suite.armOn === undefined ? {} : { armOn: suite.armOn }),
     });
     mustSucceed(`calibration run ${i}`, result);
-    await suite
-      .afterCompletion({ seed: suite.seed, round: -i, killsInRound: 0, previous: "fresh", result })
-      .catch((e) => fail(`calibration run ${i}`, e));
+    await checked(
+      `calibration run ${i}`,
+      suite.afterCompletion({ seed: suite.seed, round: -i, killsInRound: 0, previous: "fresh", result }),
+    );
     durations.push(workMs(`calibration run ${i}`, result));
   }
   const median = (values: number[]) =>
@@ -402,9 +432,18 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       if (result.killed) {
         if (early) earlyKills++;
         else workKills++;
-        const label = await suite
-          .afterKill({ seed: suite.seed, round, kill: kills, attempt: attempts, fraction, atMs, result })
-          .catch((e) => fail(where, e));
+        const label = await checked(
+          where,
+          suite.afterKill({
+            seed: suite.seed,
+            round,
+            kill: kills,
+            attempt: attempts,
+            fraction,
+            atMs,
+            result,
+          }),
+        );
         states[label ?? "unlabelled"] = (states[label ?? "unlabelled"] ?? 0) + 1;
         if (label !== undefined && suite.untouched?.(label)) untouchedKills++;
         kills++;
@@ -418,9 +457,10 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
         fresh.push(workMs(where, result));
         windowMs = median(fresh.slice(-5));
       }
-      await suite
-        .afterCompletion({ seed: suite.seed, round, killsInRound, previous, result })
-        .catch((e) => fail(where, e));
+      await checked(
+        where,
+        suite.afterCompletion({ seed: suite.seed, round, killsInRound, previous, result }),
+      );
       exitedBeforeKill++;
       previous = "completed";
       break;
@@ -436,9 +476,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
       windowMs = Math.max(median(fresh.slice(-5)), ms);
       retimed++;
     }
-    await suite
-      .afterCompletion({ seed: suite.seed, round, killsInRound, previous, result })
-      .catch((e) => fail(where, e));
+    await checked(where, suite.afterCompletion({ seed: suite.seed, round, killsInRound, previous, result }));
     completions++;
   }
   const report: CrashReport = {
@@ -452,6 +490,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     earlyKills,
     workKills,
     retimedRounds: retimed,
+    checks,
     elapsedMs: Date.now() - began,
     states,
   };

@@ -23,7 +23,7 @@ import {
 } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertForeignIntact, plantForeign, snapshotTree } from "../helpers/artifact.js";
-import { cli, crashKills, crashSeed, runCrashSuite, runNode } from "../helpers/crash.js";
+import { cli, crashBudgetMs, crashKills, crashSeed, runCrashSuite, runNode } from "../helpers/crash.js";
 
 const seed = crashSeed();
 const kills = crashKills(100);
@@ -76,72 +76,78 @@ async function assertMarked(dir: string, source: string): Promise<void> {
 }
 
 describe("ckpt materialize-hf under SIGKILL", () => {
-  it(`keeps the old output or publishes the new one, never neither, across ${kills} kills (seed ${seed})`, async () => {
-    let parent = "";
-    let foreign = new Map<string, string>();
-    const out = () => join(parent, "teacher");
-    // Even rounds build a fresh output from A; odd rounds replace A's output with B's under --force.
-    const replacing = (round: number) => round % 2 === 1;
-    const states: Record<string, number> = {};
+  it(
+    `keeps the old output or publishes the new one, never neither, across ${kills} kills (seed ${seed})`,
+    async () => {
+      let parent = "";
+      let foreign = new Map<string, string>();
+      const out = () => join(parent, "teacher");
+      // Even rounds build a fresh output from A; odd rounds replace A's output with B's under --force.
+      const replacing = (round: number) => round % 2 === 1;
+      const states: Record<string, number> = {};
 
-    const report = await runCrashSuite({
-      seed,
-      kills,
-      killsPerRound: 8,
-      startup: cli(["--version"]),
-      command: (round) => cli(materializeArgs(replacing(round) ? sourceB : sourceA, out(), replacing(round))),
-      prepare: async (round) => {
-        if (parent !== "") await rm(parent, { recursive: true, force: true });
-        parent = join(tmp.dir, `round${round}`);
-        await mkdir(parent, { recursive: true });
-        foreign = await plantForeign(parent, "beside");
-        if (replacing(round)) await cp(oldTree, out(), { recursive: true });
-      },
-      afterKill: async ({ round }) => {
-        await assertForeignIntact(parent, foreign);
-        const now = await snapshotTree(out());
-        const target = replacing(round) ? sourceB : sourceA;
-        let label: string;
-        if (now.size === 0) {
-          // Absent: allowed in a fresh round; in a replace round only between the swap's renames.
-          if (replacing(round)) {
-            expect(await snapshotTree(`${out()}.previous`), "neither the old output nor the new one").toEqual(
-              oldSnapshot,
-            );
-            label = "between-renames";
+      const report = await runCrashSuite({
+        seed,
+        kills,
+        killsPerRound: 8,
+        startup: cli(["--version"]),
+        command: (round) =>
+          cli(materializeArgs(replacing(round) ? sourceB : sourceA, out(), replacing(round))),
+        prepare: async (round) => {
+          if (parent !== "") await rm(parent, { recursive: true, force: true });
+          parent = join(tmp.dir, `round${round}`);
+          await mkdir(parent, { recursive: true });
+          foreign = await plantForeign(parent, "beside");
+          if (replacing(round)) await cp(oldTree, out(), { recursive: true });
+        },
+        afterKill: async ({ round }) => {
+          await assertForeignIntact(parent, foreign);
+          const now = await snapshotTree(out());
+          const target = replacing(round) ? sourceB : sourceA;
+          let label: string;
+          if (now.size === 0) {
+            // Absent: allowed in a fresh round; in a replace round only between the swap's renames.
+            if (replacing(round)) {
+              expect(
+                await snapshotTree(`${out()}.previous`),
+                "neither the old output nor the new one",
+              ).toEqual(oldSnapshot);
+              label = "between-renames";
+            } else {
+              label = "absent";
+            }
+          } else if (replacing(round) && sameTree(now, oldSnapshot)) {
+            label = "old";
           } else {
-            label = "absent";
+            await assertMarked(out(), target);
+            label = "new";
           }
-        } else if (replacing(round) && sameTree(now, oldSnapshot)) {
-          label = "old";
-        } else {
-          await assertMarked(out(), target);
-          label = "new";
-        }
-        states[label] = (states[label] ?? 0) + 1;
-        return label;
-      },
-      afterCompletion: async ({ round, result }) => {
-        const outcome = JSON.parse(result.stdout) as { ok: boolean; action: string };
-        expect(outcome.ok).toBe(true);
-        await assertMarked(out(), replacing(round) ? sourceB : sourceA);
-        await assertForeignIntact(parent, foreign);
-        // Nothing of the staged build is left: no <out>.tmp, <out>.previous, lock or lock temporaries.
-        expect((await readdir(parent)).sort()).toEqual([
-          "foreign-beside-dir",
-          "foreign-beside.bin",
-          "teacher",
-        ]);
-      },
-      budgetMs: 600_000,
-      log: (line) => console.log(line),
-    });
-    console.log(`materialize crash states: ${JSON.stringify(states)}`);
-    expect(report.kills).toBeGreaterThanOrEqual(kills);
-    // The suite proved something only if kills found both the old tree and the new one.
-    expect(states.old ?? 0).toBeGreaterThan(0);
-    expect((states.new ?? 0) + (states.absent ?? 0)).toBeGreaterThan(0);
-  }, 660_000);
+          states[label] = (states[label] ?? 0) + 1;
+          return label;
+        },
+        afterCompletion: async ({ round, result }) => {
+          const outcome = JSON.parse(result.stdout) as { ok: boolean; action: string };
+          expect(outcome.ok).toBe(true);
+          await assertMarked(out(), replacing(round) ? sourceB : sourceA);
+          await assertForeignIntact(parent, foreign);
+          // Nothing of the staged build is left: no <out>.tmp, <out>.previous, lock or lock temporaries.
+          expect((await readdir(parent)).sort()).toEqual([
+            "foreign-beside-dir",
+            "foreign-beside.bin",
+            "teacher",
+          ]);
+        },
+        budgetMs: crashBudgetMs(600_000, kills),
+        log: (line) => console.log(line),
+      });
+      console.log(`materialize crash states: ${JSON.stringify(states)}`);
+      expect(report.kills).toBeGreaterThanOrEqual(kills);
+      // The suite proved something only if kills found both the old tree and the new one.
+      expect(states.old ?? 0).toBeGreaterThan(0);
+      expect((states.new ?? 0) + (states.absent ?? 0)).toBeGreaterThan(0);
+    },
+    crashBudgetMs(660_000, kills),
+  );
 });
 
 function sameTree(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {

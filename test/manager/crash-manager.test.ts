@@ -15,7 +15,7 @@ import { readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { crashKills, crashSeed, REPO_ROOT, runCrashSuite } from "../helpers/crash.js";
+import { crashBudgetMs, crashKills, crashSeed, REPO_ROOT, runCrashSuite } from "../helpers/crash.js";
 import { componentBytes } from "./fixtures/component-bytes.mjs";
 
 const seed = crashSeed();
@@ -118,103 +118,107 @@ describe("trainer checkpoint manager under SIGKILL", () => {
     await tmp.cleanup();
   });
 
-  it(`keeps the pointer, artifact and resume invariants across ${kills} kills (seed ${seed})`, async () => {
-    let outputRoot = "";
-    let mode: Mode = "full";
-    let expected: Expected = { event: "resume", kind: "fresh" };
-    const seen = new Map<string, string>();
-    const states: Record<string, number> = {};
-    const roundDir = (r: number) => join(tmp.dir, `round${r}`);
-    let current = Number.NaN;
+  it(
+    `keeps the pointer, artifact and resume invariants across ${kills} kills (seed ${seed})`,
+    async () => {
+      let outputRoot = "";
+      let mode: Mode = "full";
+      let expected: Expected = { event: "resume", kind: "fresh" };
+      const seen = new Map<string, string>();
+      const states: Record<string, number> = {};
+      const roundDir = (r: number) => join(tmp.dir, `round${r}`);
+      let current = Number.NaN;
 
-    /** Inspects what is on disk now and decides what the next run must print first. */
-    const inspect = async (): Promise<string> => {
-      const all = await attempts(outputRoot);
-      let label = "empty";
-      for (const attempt of all) {
-        const pointer = await checkPointer(attempt);
-        const artifacts = await checkArtifacts(attempt, seen);
-        if (pointer !== undefined) label = `pointer${pointer.validation ? `+${pointer.validation}` : ""}`;
-        else if (artifacts > 0) label = "artifacts";
-      }
-      const newest = all.at(-1);
-      if (newest === undefined) expected = { event: "resume", kind: "fresh" };
-      else if (mode === "full") {
-        const pointer = await checkPointer(newest);
-        expected =
-          pointer === undefined
-            ? { event: "resume", kind: "fresh" }
-            : { event: "resume", kind: "checkpoint", ...pointer };
-      } else {
-        expected =
-          (await checkArtifacts(newest, seen)) > 0
-            ? { event: "refused" }
-            : { event: "resume", kind: "fresh" };
-      }
-      return `${mode}:${label}`;
-    };
-
-    /** The run's first line must be the decision the rules give for the state it started from. */
-    const checkDecision = (stdout: string) => {
-      const line = stdout.split("\n")[0];
-      if (line === undefined || line === "") return; // killed before it decided
-      const first = JSON.parse(line) as Record<string, unknown>;
-      if (expected.event === "refused") {
-        expect(first).toMatchObject({ event: "refused", code: "MANAGER_COLD_RESTART_OVER_ARTIFACT" });
-      } else if (expected.kind === "fresh") {
-        expect(first).toMatchObject({ event: "resume", kind: "fresh" });
-      } else {
-        expect(first).toMatchObject({ event: "resume", kind: "checkpoint", iteration: expected.iteration });
-        expect(first.validation).toBe(expected.validation);
-      }
-    };
-
-    const report = await runCrashSuite({
-      seed,
-      kills,
-      killsPerRound: 8,
-      startup: { args: [SCRIPT, "--startup"] },
-      command: () => ({ args: [SCRIPT, outputRoot, mode, String(STEPS[mode])] }),
-      prepare: async (r) => {
-        if (!Number.isNaN(current)) await rm(roundDir(current), { recursive: true, force: true });
-        current = r;
-        outputRoot = roundDir(r);
-        mode = ((r % 2) + 2) % 2 === 0 ? "full" : "artifact";
-        expected = { event: "resume", kind: "fresh" };
-        seen.clear();
-      },
-      afterKill: async ({ result }) => {
-        checkDecision(result.stdout);
-        const label = await inspect();
-        states[label] = (states[label] ?? 0) + 1;
-        return label;
-      },
-      afterCompletion: async ({ result }) => {
-        checkDecision(result.stdout);
-        expect(result.stdout.trim().split("\n").at(-1)).toBe(JSON.stringify({ event: "done" }));
-        await inspect();
-        const newest = (await attempts(outputRoot)).at(-1)!;
-        if (mode === "full") {
-          expect(await checkPointer(newest)).toEqual({ iteration: STEPS.full, validation: undefined });
-          const dirs = (await readdir(join(newest, "checkpoints"))).filter((n) => n.startsWith("iter_"));
-          // keep_model_last=3, applied after each save: a run that had nothing left to save (the kill
-          // fell between the last pointer and its retention) leaves that one extra directory.
-          const saved = result.stdout.includes('"event":"saved"');
-          expect(dirs.length).toBeLessThanOrEqual(saved ? 3 : 4);
-        } else {
-          expect(await checkArtifacts(newest, seen)).toBe(STEPS.artifact);
+      /** Inspects what is on disk now and decides what the next run must print first. */
+      const inspect = async (): Promise<string> => {
+        const all = await attempts(outputRoot);
+        let label = "empty";
+        for (const attempt of all) {
+          const pointer = await checkPointer(attempt);
+          const artifacts = await checkArtifacts(attempt, seen);
+          if (pointer !== undefined) label = `pointer${pointer.validation ? `+${pointer.validation}` : ""}`;
+          else if (artifacts > 0) label = "artifacts";
         }
-      },
-      budgetMs: 600_000,
-      runTimeoutMs: 60_000,
-      log: (line) => console.log(line),
-    });
-    console.log(`manager crash states: ${JSON.stringify(states)}`);
-    expect(report.kills).toBeGreaterThanOrEqual(kills);
-    // Kills must have landed inside the work, not only before the first save.
-    const beyondStart = Object.entries(states)
-      .filter(([label]) => !label.endsWith(":empty"))
-      .reduce((sum, [, n]) => sum + n, 0);
-    expect(beyondStart).toBeGreaterThan(0);
-  }, 660_000);
+        const newest = all.at(-1);
+        if (newest === undefined) expected = { event: "resume", kind: "fresh" };
+        else if (mode === "full") {
+          const pointer = await checkPointer(newest);
+          expected =
+            pointer === undefined
+              ? { event: "resume", kind: "fresh" }
+              : { event: "resume", kind: "checkpoint", ...pointer };
+        } else {
+          expected =
+            (await checkArtifacts(newest, seen)) > 0
+              ? { event: "refused" }
+              : { event: "resume", kind: "fresh" };
+        }
+        return `${mode}:${label}`;
+      };
+
+      /** The run's first line must be the decision the rules give for the state it started from. */
+      const checkDecision = (stdout: string) => {
+        const line = stdout.split("\n")[0];
+        if (line === undefined || line === "") return; // killed before it decided
+        const first = JSON.parse(line) as Record<string, unknown>;
+        if (expected.event === "refused") {
+          expect(first).toMatchObject({ event: "refused", code: "MANAGER_COLD_RESTART_OVER_ARTIFACT" });
+        } else if (expected.kind === "fresh") {
+          expect(first).toMatchObject({ event: "resume", kind: "fresh" });
+        } else {
+          expect(first).toMatchObject({ event: "resume", kind: "checkpoint", iteration: expected.iteration });
+          expect(first.validation).toBe(expected.validation);
+        }
+      };
+
+      const report = await runCrashSuite({
+        seed,
+        kills,
+        killsPerRound: 8,
+        startup: { args: [SCRIPT, "--startup"] },
+        command: () => ({ args: [SCRIPT, outputRoot, mode, String(STEPS[mode])] }),
+        prepare: async (r) => {
+          if (!Number.isNaN(current)) await rm(roundDir(current), { recursive: true, force: true });
+          current = r;
+          outputRoot = roundDir(r);
+          mode = ((r % 2) + 2) % 2 === 0 ? "full" : "artifact";
+          expected = { event: "resume", kind: "fresh" };
+          seen.clear();
+        },
+        afterKill: async ({ result }) => {
+          checkDecision(result.stdout);
+          const label = await inspect();
+          states[label] = (states[label] ?? 0) + 1;
+          return label;
+        },
+        afterCompletion: async ({ result }) => {
+          checkDecision(result.stdout);
+          expect(result.stdout.trim().split("\n").at(-1)).toBe(JSON.stringify({ event: "done" }));
+          await inspect();
+          const newest = (await attempts(outputRoot)).at(-1)!;
+          if (mode === "full") {
+            expect(await checkPointer(newest)).toEqual({ iteration: STEPS.full, validation: undefined });
+            const dirs = (await readdir(join(newest, "checkpoints"))).filter((n) => n.startsWith("iter_"));
+            // keep_model_last=3, applied after each save: a run that had nothing left to save (the kill
+            // fell between the last pointer and its retention) leaves that one extra directory.
+            const saved = result.stdout.includes('"event":"saved"');
+            expect(dirs.length).toBeLessThanOrEqual(saved ? 3 : 4);
+          } else {
+            expect(await checkArtifacts(newest, seen)).toBe(STEPS.artifact);
+          }
+        },
+        budgetMs: crashBudgetMs(600_000, kills),
+        runTimeoutMs: 60_000,
+        log: (line) => console.log(line),
+      });
+      console.log(`manager crash states: ${JSON.stringify(states)}`);
+      expect(report.kills).toBeGreaterThanOrEqual(kills);
+      // Kills must have landed inside the work, not only before the first save.
+      const beyondStart = Object.entries(states)
+        .filter(([label]) => !label.endsWith(":empty"))
+        .reduce((sum, [, n]) => sum + n, 0);
+      expect(beyondStart).toBeGreaterThan(0);
+    },
+    crashBudgetMs(660_000, kills),
+  );
 });

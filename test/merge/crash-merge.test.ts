@@ -17,7 +17,7 @@ import { mergeExperts } from "@ckpt/merge";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertForeignIntact, plantForeign, snapshotTree } from "../helpers/artifact.js";
-import { CLI_BIN, cli, crashKills, crashSeed, runCrashSuite } from "../helpers/crash.js";
+import { CLI_BIN, cli, crashBudgetMs, crashKills, crashSeed, runCrashSuite } from "../helpers/crash.js";
 import { makeDenseFixture, runProcess } from "./fixtures.js";
 
 const seed = crashSeed();
@@ -77,73 +77,77 @@ describe("ckpt merge under SIGKILL", () => {
     await tmp.cleanup();
   });
 
-  it(`leaves the old output or the new one across ${kills} kills (seed ${seed})`, async () => {
-    let root = "";
-    let foreign: Snapshot = new Map();
-    const parent = () => join(root, "checkpoint_artifacts");
-    const iterDir = () => join(parent(), ITER);
-    const replacing = (round: number) => Math.abs(round) % 2 === 1;
+  it(
+    `leaves the old output or the new one across ${kills} kills (seed ${seed})`,
+    async () => {
+      let root = "";
+      let foreign: Snapshot = new Map();
+      const parent = () => join(root, "checkpoint_artifacts");
+      const iterDir = () => join(parent(), ITER);
+      const replacing = (round: number) => Math.abs(round) % 2 === 1;
 
-    const report = await runCrashSuite({
-      seed,
-      kills,
-      killsPerRound: 8,
-      startup: cli(["--version"]),
-      command: (round) => cli(argsB(join(iterDir(), "model.pt"), replacing(round))),
-      prepare: async (round) => {
-        if (root !== "") await rm(root, { recursive: true, force: true });
-        root = join(tmp.dir, `round${round}`);
-        await mkdir(parent(), { recursive: true });
-        // Another artifact and stray files beside the output: never the merge's to touch.
-        await mkdir(join(parent(), "iter_000000299"));
-        await plantForeign(join(parent(), "iter_000000299"), "other");
-        foreign = await plantForeign(parent(), "beside");
-        if (replacing(round)) await cp(prebuiltA, iterDir(), { recursive: true });
-      },
-      afterKill: async ({ round }) => {
-        await assertForeignIntact(parent(), foreign);
-        expect(same(await snapshotTree(join(tmp.dir, "fixture")), inputs)).toBe(true);
-        const now = await snapshotTree(iterDir());
-        const previous = await snapshotTree(join(parent(), `.${ITER}.merge-previous`));
-        const staging = await snapshotTree(join(parent(), `.${ITER}.merge-staging`));
-        const olds = replacing(round) ? [outputA, outputB] : [outputB];
-        if (now.size > 0) {
-          if (same(now, outputB)) return staging.size > 0 ? "new+staging" : "new";
-          if (olds.some((o) => same(now, o))) return staging.size > 0 ? "old+staging" : "old";
-          throw new Error(
-            `${iterDir()} is neither the earlier output nor the new one: ${[...now.keys()].join(", ")}`,
-          );
-        }
-        if (previous.size > 0) {
-          // Between the swap's renames: the earlier output aside, intact; the staged one complete.
-          if (!olds.some((o) => same(previous, o)))
-            throw new Error("the output set aside by the swap was changed");
-          if (!same(staging, outputB))
-            throw new Error("the swap moved aside the output before the new one was complete");
-          return "between-renames";
-        }
-        if (replacing(round)) throw new Error(`the earlier output at ${iterDir()} is gone`);
-        return staging.size > 0 ? "absent+staging" : "absent";
-      },
-      afterCompletion: async ({ round, previous, result }) => {
-        const out = JSON.parse(result.stdout) as { ok: boolean; status: string };
-        expect(out.ok).toBe(true);
-        if (previous === "completed" && !replacing(round)) expect(out.status).toBe("skipped");
-        expect(same(await snapshotTree(iterDir()), outputB)).toBe(true);
-        expect((await snapshotTree(join(parent(), `.${ITER}.merge-previous`))).size).toBe(0);
-        expect((await snapshotTree(join(parent(), `.${ITER}.merge-staging`))).size).toBe(0);
-        await assertForeignIntact(parent(), foreign);
-      },
-      budgetMs: 540_000,
-      runTimeoutMs: 60_000,
-      log: (line) => console.log(line),
-    });
-    console.log(`merge crash states: ${JSON.stringify(report.states)}`);
-    expect(report.kills).toBeGreaterThanOrEqual(kills);
-    // The kills must have landed inside the work too, or the suite proved little.
-    const inside = Object.entries(report.states)
-      .filter(([label]) => label !== "absent" && label !== "old")
-      .reduce((sum, [, n]) => sum + n, 0);
-    expect(inside).toBeGreaterThan(0);
-  }, 600_000);
+      const report = await runCrashSuite({
+        seed,
+        kills,
+        killsPerRound: 8,
+        startup: cli(["--version"]),
+        command: (round) => cli(argsB(join(iterDir(), "model.pt"), replacing(round))),
+        prepare: async (round) => {
+          if (root !== "") await rm(root, { recursive: true, force: true });
+          root = join(tmp.dir, `round${round}`);
+          await mkdir(parent(), { recursive: true });
+          // Another artifact and stray files beside the output: never the merge's to touch.
+          await mkdir(join(parent(), "iter_000000299"));
+          await plantForeign(join(parent(), "iter_000000299"), "other");
+          foreign = await plantForeign(parent(), "beside");
+          if (replacing(round)) await cp(prebuiltA, iterDir(), { recursive: true });
+        },
+        afterKill: async ({ round }) => {
+          await assertForeignIntact(parent(), foreign);
+          expect(same(await snapshotTree(join(tmp.dir, "fixture")), inputs)).toBe(true);
+          const now = await snapshotTree(iterDir());
+          const previous = await snapshotTree(join(parent(), `.${ITER}.merge-previous`));
+          const staging = await snapshotTree(join(parent(), `.${ITER}.merge-staging`));
+          const olds = replacing(round) ? [outputA, outputB] : [outputB];
+          if (now.size > 0) {
+            if (same(now, outputB)) return staging.size > 0 ? "new+staging" : "new";
+            if (olds.some((o) => same(now, o))) return staging.size > 0 ? "old+staging" : "old";
+            throw new Error(
+              `${iterDir()} is neither the earlier output nor the new one: ${[...now.keys()].join(", ")}`,
+            );
+          }
+          if (previous.size > 0) {
+            // Between the swap's renames: the earlier output aside, intact; the staged one complete.
+            if (!olds.some((o) => same(previous, o)))
+              throw new Error("the output set aside by the swap was changed");
+            if (!same(staging, outputB))
+              throw new Error("the swap moved aside the output before the new one was complete");
+            return "between-renames";
+          }
+          if (replacing(round)) throw new Error(`the earlier output at ${iterDir()} is gone`);
+          return staging.size > 0 ? "absent+staging" : "absent";
+        },
+        afterCompletion: async ({ round, previous, result }) => {
+          const out = JSON.parse(result.stdout) as { ok: boolean; status: string };
+          expect(out.ok).toBe(true);
+          if (previous === "completed" && !replacing(round)) expect(out.status).toBe("skipped");
+          expect(same(await snapshotTree(iterDir()), outputB)).toBe(true);
+          expect((await snapshotTree(join(parent(), `.${ITER}.merge-previous`))).size).toBe(0);
+          expect((await snapshotTree(join(parent(), `.${ITER}.merge-staging`))).size).toBe(0);
+          await assertForeignIntact(parent(), foreign);
+        },
+        budgetMs: crashBudgetMs(540_000, kills),
+        runTimeoutMs: 60_000,
+        log: (line) => console.log(line),
+      });
+      console.log(`merge crash states: ${JSON.stringify(report.states)}`);
+      expect(report.kills).toBeGreaterThanOrEqual(kills);
+      // The kills must have landed inside the work too, or the suite proved little.
+      const inside = Object.entries(report.states)
+        .filter(([label]) => label !== "absent" && label !== "old")
+        .reduce((sum, [, n]) => sum + n, 0);
+      expect(inside).toBeGreaterThan(0);
+    },
+    crashBudgetMs(600_000, kills),
+  );
 });

@@ -1,5 +1,6 @@
 // @module-tag torch
-import { mkdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { mkdir, readFile, rename, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { checkHfDirectory, HF_DIRECTORY_PROBLEM_CODES, type HfDirectoryProblemCode } from "../src/index.js";
@@ -74,6 +75,38 @@ describe("checkHfDirectory", () => {
       },
       ["HF_SHARD_UNREADABLE"],
     ],
+    [
+      "a FIFO under a shard name (refused, not waited on)",
+      async (d) => {
+        await rm(join(d, SHARD2));
+        execFileSync("mkfifo", [join(d, SHARD2)]);
+      },
+      ["HF_SHARD_UNREADABLE"],
+    ],
+    [
+      "a shard that links to /dev/zero",
+      async (d) => {
+        await rm(join(d, SHARD1));
+        await symlink("/dev/zero", join(d, SHARD1));
+      },
+      ["HF_SHARD_UNREADABLE"],
+    ],
+    [
+      "a FIFO as the index",
+      async (d) => {
+        await rm(join(d, INDEX));
+        execFileSync("mkfifo", [join(d, INDEX)]);
+      },
+      ["HF_INDEX_INVALID"],
+    ],
+    [
+      "an index that links to /dev/zero (never read unbounded)",
+      async (d) => {
+        await rm(join(d, INDEX));
+        await symlink("/dev/zero", join(d, INDEX));
+      },
+      ["HF_INDEX_INVALID"],
+    ],
     ["a truncated shard", (d) => truncate(join(d, SHARD1), 1000), ["HF_HEADER_INVALID"]],
     [
       "a shard with trailing bytes (size is not 8 + header + data)",
@@ -91,13 +124,17 @@ describe("checkHfDirectory", () => {
       },
       ["HF_KEYS_MISMATCH", "HF_KEYS_MISMATCH"],
     ],
-  ])("reports %s", async (_label, change, expected) => {
-    const dir = await damaged(change);
-    const report = await checkHfDirectory(dir);
-    expect(report.ok).toBe(false);
-    expect(report.problems.map((p) => p.code)).toEqual(expected);
-    for (const p of report.problems) expect(HF_DIRECTORY_PROBLEM_CODES).toContain(p.code);
-  });
+  ])(
+    "reports %s",
+    async (_label, change, expected) => {
+      const dir = await damaged(change);
+      const report = await checkHfDirectory(dir);
+      expect(report.ok).toBe(false);
+      expect(report.problems.map((p) => p.code)).toEqual(expected);
+      for (const p of report.problems) expect(HF_DIRECTORY_PROBLEM_CODES).toContain(p.code);
+    },
+    10_000,
+  );
 
   it("collects every problem instead of stopping at the first", async () => {
     const dir = await damaged(async (d) => {

@@ -1,5 +1,6 @@
 // @module-tag torch
-import { appendFile, copyFile, rename } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { appendFile, copyFile, rename, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { hashFile } from "@ckpt/manifest";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -46,6 +47,25 @@ describe("the source is one open file", () => {
       await source.close();
     }
   });
+
+  it.each([
+    ["a FIFO", (path: string) => execFileSync("mkfifo", [path])],
+    ["a link to /dev/zero", (path: string) => symlink("/dev/zero", path)],
+  ])(
+    "a model.pt that is %s is refused by code, naming it, without waiting or reading",
+    async (what, make) => {
+      const path = join(root, `special-${what.length}.pt`);
+      await make(path);
+      const error = await openSource(path, path, { size: 1024, recordedBy: "the test" }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toMatchObject({ code: "MATERIALIZE_SOURCE_UNREADABLE", kind: "input" });
+      expect((error as Error).message).toContain(path);
+      expect((error as Error).message).toMatch(/not a regular file/);
+    },
+    10_000,
+  );
 
   it("lists the state dict's tensors without the net. prefix", async () => {
     const path = fixture.expert(0);

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdir, readdir, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
@@ -144,6 +144,58 @@ describe("file store specifics", () => {
       await expect(store.delete("run/a")).rejects.toMatchObject(refused);
       expect(await tree(outside)).toEqual(["x/planted"]);
     });
+  });
+
+  it("a prefix swapped for a link while writes run: nothing lands outside the root (issue 16)", {
+    timeout: 60_000,
+  }, async () => {
+    const outside = join(root, "..", "outside");
+    await mkdir(outside, { recursive: true });
+    await writeFile(join(outside, "planted"), "theirs");
+    await mkdir(join(root, "run"), { recursive: true });
+    // Another process swaps root/run for a link to `outside` and back as fast as it can, so that
+    // a check of the path and the write after it can see different directories.
+    const swapper = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const fs = require("node:fs");
+         const [run, aside, outside] = process.argv.slice(1);
+         process.stdout.write("ready\\n");
+         for (;;) {
+           try { fs.renameSync(run, aside); } catch {}
+           try { fs.symlinkSync(outside, run); } catch {}
+           try { fs.unlinkSync(run); } catch {}
+           try { fs.renameSync(aside, run); } catch {}
+         }`,
+        join(root, "run"),
+        join(root, "run-aside"),
+        outside,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    const exited = new Promise((resolve) => swapper.on("exit", resolve));
+    try {
+      const ready = new Promise((resolve) => swapper.stdout.once("data", resolve));
+      await Promise.race([ready, exited.then(() => Promise.reject(new Error("the swapper died")))]);
+      const outcomes: string[] = [];
+      for (let batch = 0; batch < 20; batch++) {
+        const writes = Array.from({ length: 8 }, (_, i) =>
+          store.put(`run/k${i}/b${batch}`, text(`${batch}.${i}`)).then(
+            () => "ok",
+            (error: { code?: string }) => error.code ?? `uncoded ${String(error)}`,
+          ),
+        );
+        outcomes.push(...(await Promise.all(writes)));
+      }
+      // Every write either landed (inside the root) or was refused by code.
+      for (const outcome of outcomes) expect(outcome).toMatch(/^(ok|STORE_[A-Z_]+)$/);
+    } finally {
+      swapper.kill("SIGKILL");
+      await exited;
+    }
+    const below = await readdir(outside, { recursive: true });
+    expect(below).toEqual(["planted"]);
   });
 
   it("a FIFO at a key or at its sidecar never blocks: no object, or a coded refusal", {

@@ -1,7 +1,5 @@
-import { messageOf } from "@ckpt/errors";
+import { describeRefusal, messageOf, openRegularFile, readRegularFile } from "@ckpt/errors";
 import { createHash } from "node:crypto";
-import { constants } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
 import { join } from "node:path";
 import { fileHandleByteSource, parseStrictJson } from "@ckpt/manifest";
 import {
@@ -96,43 +94,34 @@ async function readShard(
   path: string,
   file: string,
 ): Promise<{ layout?: HfShardLayout; problem?: HfDirectoryProblem }> {
-  let handle: FileHandle;
-  try {
-    // Non-blocking so a FIFO planted under a shard name cannot hang the check.
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
-    const missing = (error as NodeJS.ErrnoException).code === "ENOENT";
+  // The shared guarded open: a FIFO or device planted under a shard name is refused, never waited on.
+  const opened = await openRegularFile(path, { maxBytes: Number.MAX_SAFE_INTEGER });
+  if (!opened.ok) {
+    const missing = opened.reason === "missing";
     return {
       problem: {
         code: missing ? "HF_SHARD_MISSING" : "HF_SHARD_UNREADABLE",
         file,
         message: missing
           ? `shard ${quote(file)} listed by the index does not exist`
-          : `shard ${quote(file)} cannot be opened (${messageOf(error)})`,
+          : `shard ${quote(file)}: ${describeRefusal(opened)}`,
       },
     };
   }
+  const { handle, size } = opened;
   try {
-    const stats = await handle.stat();
-    if (!stats.isFile()) {
-      return {
-        problem: { code: "HF_SHARD_UNREADABLE", file, message: `shard ${quote(file)} is not a regular file` },
-      };
-    }
-    const source = fileHandleByteSource(handle, path, stats.size);
+    const source = fileHandleByteSource(handle, path, size);
     try {
       const prefix =
-        stats.size >= HEADER_LENGTH_BYTES
-          ? await source.read(0, HEADER_LENGTH_BYTES)
-          : new Uint8Array(stats.size);
-      const length = readHeaderLength(prefix, stats.size, path);
+        size >= HEADER_LENGTH_BYTES ? await source.read(0, HEADER_LENGTH_BYTES) : new Uint8Array(size);
+      const length = readHeaderLength(prefix, size, path);
       const headerBytes = await source.read(HEADER_LENGTH_BYTES, length);
-      const header = parseSafetensorsHeader(headerBytes, { file: path, fileSize: stats.size });
+      const header = parseSafetensorsHeader(headerBytes, { file: path, fileSize: size });
       const headerSha256 = createHash("sha256").update(prefix).update(headerBytes).digest("hex");
       return {
         layout: {
           file,
-          size: stats.size,
+          size,
           tensorCount: header.tensors.length,
           headerSha256,
           metadata: header.metadata,
@@ -166,33 +155,12 @@ async function readIndex(
 ): Promise<{ index?: SafetensorsIndex; bytes?: Uint8Array; problem?: HfDirectoryProblem; absent?: boolean }> {
   const path = join(dir, HF_INDEX_FILE);
   const file = HF_INDEX_FILE;
-  let handle: FileHandle;
-  try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { absent: true };
-    return {
-      problem: { code: "HF_INDEX_INVALID", file, message: `cannot open the index (${messageOf(error)})` },
-    };
+  const read = await readRegularFile(path, { maxBytes: MAX_INDEX_BYTES });
+  if (!read.ok) {
+    if (read.reason === "missing") return { absent: true };
+    return { problem: { code: "HF_INDEX_INVALID", file, message: describeRefusal(read) } };
   }
-  let bytes: Uint8Array;
-  try {
-    const stats = await handle.stat();
-    if (!stats.isFile())
-      return { problem: { code: "HF_INDEX_INVALID", file, message: "the index is not a regular file" } };
-    if (stats.size > MAX_INDEX_BYTES) {
-      return {
-        problem: {
-          code: "HF_INDEX_INVALID",
-          file,
-          message: `the index is ${stats.size} bytes; the limit is ${MAX_INDEX_BYTES}`,
-        },
-      };
-    }
-    bytes = await fileHandleByteSource(handle, path, stats.size).read(0, stats.size);
-  } finally {
-    await handle.close();
-  }
+  const { bytes } = read;
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);

@@ -1,6 +1,5 @@
-import { messageOf } from "@ckpt/errors";
-import { constants } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
+import { describeRefusal, openRegularFile } from "@ckpt/errors";
+import type { FileHandle } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { ARTIFACT_MANIFEST, fileHandleByteSource, hashFile, ManifestError } from "@ckpt/manifest";
 import { openTorchFile, type TorchFile, type TorchTensorEntry } from "@ckpt/tensors";
@@ -91,32 +90,21 @@ export async function openSource(
   label: string,
   expected: { size: number; recordedBy: string },
 ): Promise<OpenedSource> {
-  let handle: FileHandle;
-  try {
-    handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
-  } catch (error) {
+  const opened = await openRegularFile(path, { maxBytes: Number.MAX_SAFE_INTEGER });
+  if (!opened.ok) {
     throw new HfConversionError(
       "MATERIALIZE_SOURCE_UNREADABLE",
-      `open ${path}: ${messageOf(error)}. Check that the artifact's model.pt exists and is readable.`,
+      `${describeRefusal(opened)}. Check that the artifact's model.pt is a readable regular file.`,
       {
-        kind: (error as NodeJS.ErrnoException).code === "ENOENT" ? "input" : "failed",
+        kind: opened.reason === "unreadable" ? "failed" : "input",
         file: path,
-        cause: error,
+        ...(opened.reason === "missing" || opened.reason === "unreadable" ? { cause: opened.cause } : {}),
       },
     );
   }
+  const { handle } = opened;
   try {
     const first = await handle.stat();
-    if (!first.isFile()) {
-      throw new HfConversionError(
-        "MATERIALIZE_SOURCE_UNREADABLE",
-        `open ${path}: it is not a regular file.`,
-        {
-          kind: "input",
-          file: path,
-        },
-      );
-    }
     if (first.size !== expected.size) {
       throw refusal(
         "MATERIALIZE_SOURCE_MISMATCH",

@@ -1,7 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
-import { dirname, join, relative, sep } from "node:path";
+import {
+  type FileHandle,
+  link,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  unlink,
+} from "node:fs/promises";
+import { basename, dirname, join, relative, sep } from "node:path";
 import {
   describeRefusal,
   describeShortfall,
@@ -74,6 +84,33 @@ interface Staged {
   readonly metadata: Record<string, string>;
 }
 
+const DIRECTORY_NO_FOLLOW = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
+
+/**
+ * An open directory of the store. On Linux `at(name)` names an entry through the descriptor
+ * (`/proc/self/fd/<fd>/<name>`, which the kernel resolves from the open directory as the *at()
+ * system calls do; Node does not expose those), so a component of `path` swapped for a link after
+ * the directory was opened cannot redirect what is done there. Elsewhere it is the plain path.
+ */
+interface HeldDirectory {
+  /** The directory's path (for messages). */
+  readonly path: string;
+  at(name: string): string;
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function openHeld(openPath: string, path: string, flags: number): Promise<HeldDirectory> {
+  const handle = await open(openPath, flags);
+  const base = process.platform === "linux" ? `/proc/self/fd/${handle.fd}` : path;
+  return {
+    path,
+    at: (name) => join(base, name),
+    sync: () => handle.sync(),
+    close: () => handle.close(),
+  };
+}
+
 class FileStore implements ObjectStore {
   readonly identity: DestinationIdentity;
   readonly uri: string;
@@ -107,53 +144,100 @@ class FileStore implements ObjectStore {
   }
 
   /**
-   * Refuses `dir` (a directory at or below the root) when one of its components below the root is
-   * a symbolic link: the store writes, reads, lists and deletes only inside its root, and a link
-   * there (a prefix or `.ckpt-meta` swapped for one) could lead anywhere (issue 16). Components
-   * that do not exist yet are fine: mkdir creates real directories. The root itself may be a link.
+   * Opens `dir` (at or below the root) one component at a time, each with O_NOFOLLOW|O_DIRECTORY
+   * relative to the component before it, creating missing ones when `create`. A component below the
+   * root that is a symbolic link is refused: a link there (a prefix or `.ckpt-meta` swapped for one)
+   * could lead anywhere (issue 16). The root itself may be a link. Undefined when a component is
+   * missing and `create` is false. Everything done in the directory afterwards goes through the
+   * open descriptor ({@link HeldDirectory.at}), so a link swapped in after this check cannot
+   * redirect it.
    */
-  private async confine(action: string, key: string, dir: string): Promise<void> {
-    const below = relative(this.root, dir);
-    if (below === "") return;
-    let current = this.root;
-    for (const name of below.split(sep)) {
-      current = join(current, name);
-      let linked: boolean;
-      try {
-        linked = (await lstat(current)).isSymbolicLink();
-      } catch (error) {
-        if (isMissing(error)) return;
-        throw error;
+  private async holdDirectory(
+    action: string,
+    key: string,
+    dir: string,
+    create: boolean,
+  ): Promise<HeldDirectory | undefined> {
+    const names = relative(this.root, dir)
+      .split(sep)
+      .filter((name) => name !== "");
+    let held: HeldDirectory;
+    try {
+      if (create) await mkdir(this.root, { recursive: true });
+      held = await openHeld(this.root, this.root, constants.O_RDONLY | constants.O_DIRECTORY);
+    } catch (error) {
+      if (isMissing(error) && !create) return undefined;
+      throw error;
+    }
+    try {
+      for (const name of names) {
+        const next = join(held.path, name);
+        if (create) {
+          await mkdir(held.at(name)).catch((error: unknown) => {
+            if (errnoCode(error) !== "EEXIST") throw error;
+          });
+        }
+        let child: HeldDirectory;
+        try {
+          child = await openHeld(held.at(name), next, DIRECTORY_NO_FOLLOW);
+        } catch (error) {
+          // O_NOFOLLOW|O_DIRECTORY on a link fails ELOOP or ENOTDIR (Linux): tell a link from a file.
+          const code = errnoCode(error);
+          const linked =
+            (code === "ELOOP" || code === "ENOTDIR") &&
+            (await lstat(held.at(name)).then(
+              (stats) => stats.isSymbolicLink(),
+              () => false,
+            ));
+          if (linked) {
+            throw new ObjectStoreError(
+              "STORE_UNSAFE_PATH",
+              `${action} ${key} in ${this.uri}: ${next} is a symbolic link; a file store never follows a link ` +
+                "below its root, which could lead outside it. Replace the link with a real directory, or point the store at the directory itself.",
+              { kind: "refused", subject: key },
+            );
+          }
+          if (isMissing(error) && !create) {
+            await held.close();
+            return undefined;
+          }
+          throw error;
+        }
+        await held.close();
+        held = child;
       }
-      if (linked) {
-        throw new ObjectStoreError(
-          "STORE_UNSAFE_PATH",
-          `${action} ${key} in ${this.uri}: ${current} is a symbolic link; a file store never follows a link ` +
-            "below its root, which could lead outside it. Replace the link with a real directory, or point the store at the directory itself.",
-          { kind: "refused", subject: key },
-        );
-      }
+      return held;
+    } catch (error) {
+      await held.close().catch(() => {});
+      throw error;
     }
   }
 
-  /** mkdir -p, then `attempt`, repeating when a concurrent prune removed the directory in between. */
-  private async inDirectory<T>(dir: string, attempt: () => Promise<T>): Promise<T> {
+  /** Refuses `dir` when a component below the root is a symbolic link ({@link holdDirectory}). */
+  private async confine(action: string, key: string, dir: string): Promise<void> {
+    await (await this.holdDirectory(action, key, dir, false))?.close();
+  }
+
+  /**
+   * Holds `dir` (created as needed), then runs `attempt` in it, repeating when a concurrent
+   * delete's pruning removed the directory in between (the attempt then fails with ENOENT). On
+   * success the caller owns the held directory.
+   */
+  private async inDirectory<T>(
+    action: string,
+    key: string,
+    dir: string,
+    attempt: (held: HeldDirectory) => Promise<T>,
+  ): Promise<{ held: HeldDirectory; value: T }> {
     for (let round = 1; ; round++) {
-      await mkdir(dir, { recursive: true });
+      let held: HeldDirectory | undefined;
       try {
-        return await attempt();
+        held = (await this.holdDirectory(action, key, dir, true))!;
+        return { held, value: await attempt(held) };
       } catch (error) {
+        await held?.close().catch(() => {});
         if (errnoCode(error) !== "ENOENT" || round >= MAX_DIRECTORY_RACES) throw error;
       }
-    }
-  }
-
-  private async syncDirectory(dir: string): Promise<void> {
-    const handle = await open(dir, constants.O_RDONLY);
-    try {
-      await handle.sync();
-    } finally {
-      await handle.close();
     }
   }
 
@@ -166,28 +250,33 @@ class FileStore implements ObjectStore {
     if (shortfall !== undefined) throw noSpace("put", key, this.uri, describeShortfall(shortfall));
   }
 
-  /** Writes the body to a fresh temporary beside `final`, fsyncs it and checks size and digest. */
+  /**
+   * Writes the body to a fresh temporary in `final`'s directory, fsyncs it and checks size and
+   * digest. Returns the directory held open: the caller commits through it and closes it.
+   */
   private async writeTemp(
     key: string,
     final: string,
     body: PutBody,
     options: PutOptions | undefined,
     signal: AbortSignal,
-  ): Promise<WrittenTemp> {
+  ): Promise<{ dir: HeldDirectory; temp: WrittenTemp }> {
     const { stream, size } = await openBody(key, body);
     addAbortSignal(signal, stream);
-    const dir = dirname(final);
-    const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
+    const name = `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`;
+    let dir: HeldDirectory;
     let handle: FileHandle;
     try {
-      await this.confine("write", key, dir);
       await this.checkRoom(key, size);
-      handle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+      ({ held: dir, value: handle } = await this.inDirectory("write", key, dirname(final), (held) =>
+        open(held.at(name), "wx", 0o644),
+      ));
     } catch (error) {
       // A file body's read stream already holds a descriptor on the source: close it when refusing.
       stream.destroy();
       throw error;
     }
+    const path = dir.at(name);
     let written = 0;
     try {
       for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
@@ -198,11 +287,12 @@ class FileStore implements ObjectStore {
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
       await handle.close();
-      return { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs };
+      return { dir, temp: { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs } };
     } catch (error) {
       stream.destroy();
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
+      await dir.close().catch(() => {});
       if (signal.aborted) throw abortError(key, signal);
       if (isNoSpace(error)) {
         throw noSpace(
@@ -231,26 +321,39 @@ class FileStore implements ObjectStore {
       mtimeNs: String(temp.mtimeNs),
       metadata,
     };
-    const dir = dirname(path);
-    await this.confine("write", key, dir);
-    const tempPath = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
+    const tempName = `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`;
+    const { held: dir } = await this.inDirectory("write", key, dirname(path), async (held) => {
+      const handle = await open(held.at(tempName), "wx", 0o644);
+      try {
+        await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
+        await handle.sync();
+      } catch (error) {
+        // A full disk fails here too: leave no temporary behind.
+        await unlink(held.at(tempName)).catch(() => {});
+        throw error;
+      } finally {
+        await handle.close();
+      }
+    });
     try {
-      await this.inDirectory(dir, async () => {
-        const handle = await open(tempPath, "wx", 0o644);
-        try {
-          await handle.writeFile(`${JSON.stringify(sidecar)}\n`);
-          await handle.sync();
-        } finally {
-          await handle.close();
-        }
-      });
-      await rename(tempPath, path);
+      await rename(dir.at(tempName), dir.at(basename(path)));
     } catch (error) {
-      // A full disk fails here too: leave no temporary behind.
-      await unlink(tempPath).catch(() => {});
+      await unlink(dir.at(tempName)).catch(() => {});
       throw error;
+    } finally {
+      await dir.close();
     }
     return path;
+  }
+
+  /** Removes the sidecar of payload inode `ino` of `key`, if any, through its held directory. */
+  private async unlinkSidecar(action: string, key: string, ino: bigint): Promise<void> {
+    const path = sidecarPath(this.root, key, ino);
+    const dir = await this.holdDirectory(action, key, dirname(path), false);
+    if (dir === undefined) return;
+    await unlink(dir.at(basename(path)))
+      .catch(() => {})
+      .finally(() => dir.close());
   }
 
   /**
@@ -259,13 +362,17 @@ class FileStore implements ObjectStore {
    */
   private async readSidecar(key: string, ino: bigint): Promise<unknown> {
     const path = sidecarPath(this.root, key, ino);
-    await this.confine("read metadata of", key, dirname(path));
-    const read = await readRegularFile(path, { maxBytes: MAX_SIDECAR_BYTES, noFollow: true });
+    const dir = await this.holdDirectory("read metadata of", key, dirname(path), false);
+    if (dir === undefined) return undefined;
+    const read = await readRegularFile(dir.at(basename(path)), {
+      maxBytes: MAX_SIDECAR_BYTES,
+      noFollow: true,
+    }).finally(() => dir.close());
     if (!read.ok) {
       if (read.reason === "missing") return undefined;
       throw new ObjectStoreError(
         "STORE_UNSAFE_PATH",
-        `read metadata of ${key} in ${this.uri}: ${describeRefusal(read)}; this store writes its sidecars as small regular files. Remove it.`,
+        `read metadata of ${key} in ${this.uri}: ${describeRefusal({ ...read, path })}; this store writes its sidecars as small regular files. Remove it.`,
         { kind: "refused", subject: key },
       );
     }
@@ -278,13 +385,16 @@ class FileStore implements ObjectStore {
 
   private async readInfo(key: string): Promise<ObjectInfo | undefined> {
     const final = payloadPath(this.root, key);
-    await this.confine("read", key, dirname(final));
+    const dir = await this.holdDirectory("read", key, dirname(final), false);
+    if (dir === undefined) return undefined;
     let stat: Awaited<ReturnType<typeof lstat>> & { ino: bigint; size: bigint; mtimeNs: bigint };
     try {
-      stat = await lstat(final, { bigint: true });
+      stat = await lstat(dir.at(basename(final)), { bigint: true });
     } catch (error) {
       if (isMissing(error)) return undefined;
       throw error;
+    } finally {
+      await dir.close();
     }
     if (!stat.isFile()) return undefined;
     const stored = sidecarMetadata(await this.readSidecar(key, stat.ino), stat);
@@ -306,28 +416,34 @@ class FileStore implements ObjectStore {
     key: string,
     body: PutBody,
     options: PutOptions | undefined,
-    commit: (staged: Staged, final: string) => Promise<T>,
+    commit: (staged: Staged, dir: HeldDirectory, name: string) => Promise<T>,
   ): Promise<T> {
     validateKey(key);
     const metadata = putMetadata(key, options);
     const final = payloadPath(this.root, key);
     return this.run(key, options, async (signal) => {
+      let dir: HeldDirectory | undefined;
       try {
-        const temp = await this.writeTemp(key, final, body, options, signal);
+        const written = await this.writeTemp(key, final, body, options, signal);
+        dir = written.dir;
+        const { temp } = written;
         const sidecar = await this.writeSidecar(key, temp, metadata).catch(async (error: unknown) => {
           await unlink(temp.path).catch(() => {});
           throw error;
         });
-        return await commit({ temp, sidecar, metadata }, final);
+        return await commit({ temp, sidecar, metadata }, dir, basename(final));
       } catch (error) {
         if (signal.aborted) throw abortError(key, signal);
         throw this.failure(action, key, error);
+      } finally {
+        await dir?.close().catch(() => {});
       }
     });
   }
 
   async createIfAbsent(key: string, body: Uint8Array, options?: PutOptions): Promise<CreateResult> {
-    return this.write("create", key, body, options, async ({ temp, sidecar }, final) => {
+    return this.write("create", key, body, options, async ({ temp, sidecar }, dir, name) => {
+      const final = dir.at(name);
       let code: string | undefined;
       try {
         await link(temp.path, final);
@@ -354,7 +470,7 @@ class FileStore implements ObjectStore {
       ) {
         throw this.failure("create", key, Object.assign(new Error("EISDIR"), { code: "EISDIR" }));
       }
-      if (outcome === "created") await this.syncDirectory(dirname(final));
+      if (outcome === "created") await dir.sync();
       const info = await this.readInfo(key);
       if (info === undefined) {
         throw new ObjectStoreError(
@@ -369,7 +485,8 @@ class FileStore implements ObjectStore {
   }
 
   async put(key: string, body: PutBody, options?: PutOptions): Promise<ObjectInfo> {
-    return this.write("put", key, body, options, async ({ temp, sidecar, metadata }, final) => {
+    return this.write("put", key, body, options, async ({ temp, sidecar, metadata }, dir, name) => {
+      const final = dir.at(name);
       const previous = await lstat(final, { bigint: true }).then(
         (s) => (s.isFile() ? s.ino : undefined),
         () => undefined,
@@ -382,9 +499,9 @@ class FileStore implements ObjectStore {
         throw error;
       }
       if (previous !== undefined && previous !== temp.ino) {
-        await unlink(sidecarPath(this.root, key, previous)).catch(() => {});
+        await this.unlinkSidecar("put", key, previous).catch(() => {});
       }
-      await this.syncDirectory(dirname(final));
+      await dir.sync();
       return {
         key,
         size: Number(temp.size),
@@ -412,10 +529,15 @@ class FileStore implements ObjectStore {
       let handle: FileHandle;
       const final = payloadPath(this.root, key);
       try {
-        await this.confine("get", key, dirname(final));
+        const dir = await this.holdDirectory("get", key, dirname(final), false);
+        if (dir === undefined) throw noSuchObject(key, this.uri);
         // Non-blocking, so a FIFO at the key opens at once and is then refused by its fstat.
-        handle = await open(final, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+        handle = await open(
+          dir.at(basename(final)),
+          constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+        ).finally(() => dir.close());
       } catch (error) {
+        if (error instanceof ObjectStoreError) throw error;
         if (isMissing(error) || errnoCode(error) === "ELOOP") throw noSuchObject(key, this.uri);
         throw this.failure("get", key, error);
       }
@@ -514,21 +636,23 @@ class FileStore implements ObjectStore {
     const final = payloadPath(this.root, key);
     await this.run(key, options, async () => {
       try {
-        await this.confine("delete", key, dirname(final));
+        const dir = await this.holdDirectory("delete", key, dirname(final), false);
+        if (dir === undefined) return;
         let ino: bigint;
         try {
-          const stat = await lstat(final, { bigint: true });
+          const stat = await lstat(dir.at(basename(final)), { bigint: true });
           if (stat.isDirectory()) return;
           ino = stat.ino;
-          await unlink(final);
+          await unlink(dir.at(basename(final)));
+          await dir.sync().catch(() => {});
         } catch (error) {
           if (isMissing(error)) return;
           throw error;
+        } finally {
+          await dir.close();
         }
+        await this.unlinkSidecar("delete", key, ino);
         const sidecar = sidecarPath(this.root, key, ino);
-        await this.confine("delete", key, dirname(sidecar));
-        await unlink(sidecar).catch(() => {});
-        await this.syncDirectory(dirname(final)).catch(() => {});
         await this.prune(dirname(final), this.root);
         await this.prune(dirname(sidecar), join(this.root, META_DIR));
         await this.prune(join(this.root, META_DIR), this.root);
