@@ -51,6 +51,12 @@ export {
 } from "./dcp-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 export { TORCH2_PYTHON, torch2Python } from "./python.js";
+export {
+  REFERENCE_SAFETENSORS,
+  type ReferenceReading,
+  type ReferenceTensor,
+  referenceSafetensors,
+} from "./reference-safetensors.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 
 export {

@@ -3,12 +3,10 @@
 // hostile corpus (test/corpus) and the reference-agreement corpus (test/reference/corpus, made by
 // generate.mjs). Every verdict (accept or refuse) must agree, except the cases differences.json
 // lists, where ckpt is stricter by design; those must really differ, in that direction.
-import { execFile } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { openFileByteSource } from "@ckpt/manifest";
-import { torch2Python } from "@ckpt/test-utils";
+import { referenceSafetensors } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { openSafetensors, TensorsError } from "../../src/index.js";
 
@@ -33,12 +31,7 @@ interface Verdict {
 let reference: Record<string, { deserialize: Verdict; safe_open: Verdict }>;
 
 beforeAll(async () => {
-  const { stdout } = await promisify(execFile)(
-    torch2Python(),
-    [join(here, "reference_safetensors.py"), "judge", ...cases.map((c) => c.path)],
-    { maxBuffer: 16 * 1024 * 1024 },
-  );
-  reference = JSON.parse(stdout);
+  reference = await referenceSafetensors("judge", ...cases.map((c) => c.path));
 }, 120_000);
 
 async function ckptVerdict(path: string): Promise<string> {
