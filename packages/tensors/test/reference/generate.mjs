@@ -19,7 +19,10 @@ function file(header, data = 0) {
 }
 const t = (dtype, shape, offsets) => ({ dtype, shape, data_offsets: offsets });
 
-/** Every dtype safetensors 0.8 names, with the bits of one element. */
+/**
+ * Every dtype safetensors 0.8 names, with the bits of one element. Written out, not imported from
+ * src/dtypes.ts: the corpus states the format independently of the table it tests.
+ */
 const DTYPES = {
   BOOL: 8,
   U8: 8,
