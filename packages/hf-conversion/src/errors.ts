@@ -22,6 +22,7 @@ export type HfConversionErrorCode =
   | "MATERIALIZE_KEY_MISSING"
   | "MATERIALIZE_KEY_EXTRA"
   | "MATERIALIZE_SHAPE_MISMATCH"
+  | "MATERIALIZE_DTYPE_UNSUPPORTED"
   | "MATERIALIZE_TENSOR_COUNT"
   // what is already at the output, decided under the lock
   | "MATERIALIZE_OUTPUT_MISMATCH"

@@ -105,6 +105,28 @@ describe("planConversion: dense models need no rules", () => {
     expect(plan.shards[1]!.tensors[0]).toMatchObject({ name: "norm", dtype: "F32", byteLength: H * 4 });
   });
 
+  it("refuses, naming key and dtype, a checkpoint dtype safetensors cannot hold", () => {
+    const { shards, source } = dense();
+    const complex = source.map((t) => (t.name === "norm" ? { ...t, dtype: "C128" as const } : t));
+    expect(() => planConversion(shards, complex)).toThrow(
+      expect.objectContaining({
+        code: "MATERIALIZE_DTYPE_UNSUPPORTED",
+        key: "norm",
+        message: expect.stringContaining('"norm" is C128'),
+      }),
+    );
+  });
+
+  it("copies a packed F4 tensor whole, sized by the byte-boundary rule", () => {
+    const { shards, source } = dense();
+    const f4 = (t: SourceTensor) => (t.name === "norm" ? { ...t, dtype: "F4" as const } : t);
+    const plan = planConversion(
+      shards.map((s) => ({ ...s, tensors: s.tensors.map(f4) })),
+      source.map(f4),
+    );
+    expect(plan.shards[1]!.tensors[0]).toMatchObject({ name: "norm", dtype: "F4", byteLength: H / 2 });
+  });
+
   it("checks --expect-tensors exactly and --min-tensors as a floor, before anything is written", () => {
     const { shards, source } = dense();
     expect(() => planConversion(shards, source, { expectTensors: 5 })).toThrow(
@@ -205,6 +227,18 @@ describe("planConversion: expert layout rules", () => {
     const shards: LayoutShard[] = [{ file: "a.safetensors", metadata: {}, tensors: perExpertKeys(P) }];
     const mixed = [stackedKeys(P)[0]!, { ...stackedKeys(P)[1]!, dtype: "F32" as const }];
     expect(() => planConversion(shards, mixed)).toThrow(/is F32, the other experts BF16/);
+  });
+
+  it("refuses, naming key and dtype, experts packed below a byte that a rule would re-lay", () => {
+    const shards: LayoutShard[] = [{ file: "a.safetensors", metadata: {}, tensors: perExpertKeys(P) }];
+    const packed = stackedKeys(P).map((t) => ({ ...t, dtype: "F4" as const }));
+    expect(() => planConversion(shards, packed)).toThrow(
+      expect.objectContaining({
+        code: "MATERIALIZE_DTYPE_UNSUPPORTED",
+        key: `${P}.gate_up_proj`,
+        message: expect.stringContaining("is F4, packed below a byte"),
+      }),
+    );
   });
 
   it("runs a custom declarative rule (stacked [E, out, in] down projections named w2)", () => {

@@ -94,4 +94,17 @@ describe("planMerge", () => {
       expect.objectContaining({ code: "MERGE_DTYPE_UNSUPPORTED", tensor: "position_ids" }),
     );
   });
+
+  it.each(["F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F4", "F6_E2M3", "C64"] as const)(
+    "refuses %s tensors, naming tensor and dtype",
+    (dtype) => {
+      expect(() => planMerge("avg", [input("a", [...model, t("scales", [2, 8], dtype)])])).toThrow(
+        expect.objectContaining({
+          code: "MERGE_DTYPE_UNSUPPORTED",
+          tensor: "scales",
+          message: expect.stringContaining(`scales of a is ${dtype}`),
+        }),
+      );
+    },
+  );
 });

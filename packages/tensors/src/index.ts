@@ -3,11 +3,13 @@
 // --- shared vocabulary
 export { TensorsError, type ErrorKind } from "./errors.js";
 export {
-  DTYPE_SIZES,
+  DTYPE_BITS,
   type DType,
   isDType,
   isSafetensorsDType,
+  isSubByteDType,
   dtypeSize,
+  packedByteLength,
   type TensorInfo,
 } from "./dtypes.js";
 

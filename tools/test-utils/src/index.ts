@@ -76,6 +76,12 @@ export {
 export { localHubFetch } from "./hub-fetch.js";
 export { fillDisk } from "./small-disk.js";
 export { TORCH2_PYTHON, torch2Python } from "./python.js";
+export {
+  REFERENCE_SAFETENSORS,
+  type ReferenceReading,
+  type ReferenceTensor,
+  referenceSafetensors,
+} from "./reference-safetensors.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 
 export {

@@ -1,4 +1,4 @@
-import { type DType, dtypeSize } from "@ckpt/tensors";
+import { type DType, isSafetensorsDType, isSubByteDType, packedByteLength } from "@ckpt/tensors";
 import { quote, refusal } from "../errors.js";
 import {
   BUILTIN_EXPERT_RULES,
@@ -191,6 +191,16 @@ function instantiate(
       checkpointKeys.push(key);
     }
   }
+  if (isSubByteDType(dtype!)) {
+    // Re-laying experts moves single elements; a packed F4/F6 element has no byte of its own.
+    throw refusal(
+      "MATERIALIZE_DTYPE_UNSUPPORTED",
+      `checkpoint key ${quote(checkpointKeys[0]!)} is ${dtype}, packed below a byte, and rule ${rule.name} re-lays its experts element by element`,
+      "the build cannot move a packed element on its own",
+      "Save the experts in the base's layout (then they are copied as bytes) or in a dtype of whole bytes.",
+      { key: checkpointKeys[0]!, kind: "input" },
+    );
+  }
   return { instance: { rule, prefix, experts: experts!, dims, dtype: dtype!, checkpointKeys, baseKeys } };
 }
 
@@ -227,6 +237,15 @@ export function planConversion(
         `checkpoint key ${quote(t.name)} is ${showShape(s.shape)} but the base's index has it as ${showShape(t.shape)}`,
         "the build would write it under that key for loaders that expect the base's shape",
         "Materialize against the base this checkpoint was trained from.",
+        { key: t.name, kind: "input" },
+      );
+    }
+    if (!isSafetensorsDType(s.dtype)) {
+      throw refusal(
+        "MATERIALIZE_DTYPE_UNSUPPORTED",
+        `checkpoint key ${quote(t.name)} is ${s.dtype}, which safetensors has no name for`,
+        "the build keeps the checkpoint's dtype and could not have written it",
+        "Cast the tensor to a dtype safetensors holds (for complex128, two float64 tensors or complex64) before saving the checkpoint.",
         { key: t.name, kind: "input" },
       );
     }
@@ -315,7 +334,8 @@ export function planConversion(
     tensors: shard.tensors.map((t): OutputTensor => {
       const recipe = producer.get(t.name)!;
       const dtype = recipe.kind === "copy" ? checkpoint.get(recipe.source)!.dtype : recipe.instance.dtype;
-      const byteLength = numel(t.shape) * dtypeSize(dtype);
+      // Whole bytes: the shape is the base's, whose header passed the byte-boundary rule.
+      const byteLength = packedByteLength(dtype, numel(t.shape))!;
       totalBytes += byteLength;
       tensorCount++;
       return { name: t.name, dtype, shape: t.shape, byteLength, recipe };

@@ -71,7 +71,33 @@ function sumRoundedToOdd(high: number, low: number): number {
   return roundingScratch[0]!;
 }
 
+/** The dtypes `toFloat32` decodes; the others (packed F4/F6, the MX scale, FNUZ floats, complex) are refused by name. */
+const DECODABLE_DTYPES: readonly DType[] = [
+  "BF16",
+  "F16",
+  "F32",
+  "F64",
+  "F8_E4M3",
+  "F8_E5M2",
+  "BOOL",
+  "U8",
+  "I8",
+  "U16",
+  "I16",
+  "U32",
+  "I32",
+  "U64",
+  "I64",
+];
+
 function checkLengths(action: string, dtype: DType, srcBytes: number, dstElements: number): number {
+  if (!DECODABLE_DTYPES.includes(dtype)) {
+    throw new TensorsError(
+      "CONVERT_DTYPE_UNSUPPORTED",
+      `${action}: ckpt has no numeric decoding of ${dtype}; it decodes ${DECODABLE_DTYPES.join(", ")}. Keep ${dtype} tensors as bytes (copy them) or convert them with torch.`,
+      { kind: "input" },
+    );
+  }
   const size = dtypeSize(dtype);
   if (srcBytes % size !== 0) {
     throw new TensorsError(

@@ -1,5 +1,5 @@
 import { ManifestError, parseStrictJson } from "@ckpt/manifest";
-import { type DType, dtypeSize, isSafetensorsDType, type TensorInfo } from "../dtypes.js";
+import { DTYPE_BITS, type DType, isSafetensorsDType, packedByteLength, type TensorInfo } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 
 /** Largest accepted JSON header: matches the reference implementation's 100 MB limit; real headers are < 10 MiB. */
@@ -10,6 +10,8 @@ export const MAX_TENSOR_RANK = 64;
 const MAX_HEADER_JSON_DEPTH = 8;
 /** Untrusted names and values quoted in messages are cut to this many characters. */
 const QUOTE_LIMIT = 80;
+/** Largest element count the reference's u64 arithmetic holds. */
+const MAX_U64 = 2n ** 64n - 1n;
 /** Bytes before the JSON: the header length as a little-endian u64. */
 export const HEADER_LENGTH_BYTES = 8;
 
@@ -185,8 +187,9 @@ function validateShape(shape: unknown, dtype: DType, file: string, name: string)
       name,
     );
   }
-  let elements = 1;
-  let empty = false;
+  // The element count is folded left to right as the reference does in u64: a running product past
+  // 2^64 is refused even when a later dimension is zero, so both refuse [2^52, 2^52, 0].
+  let elements = 1n;
   for (const dim of shape) {
     if (!isCount(dim)) {
       throw headerError(
@@ -196,12 +199,26 @@ function validateShape(shape: unknown, dtype: DType, file: string, name: string)
         name,
       );
     }
-    if (dim === 0) empty = true;
-    elements *= dim;
+    elements *= BigInt(dim);
+    if (elements > MAX_U64) {
+      throw headerError(
+        "SAFETENSORS_SHAPE_TOO_LARGE",
+        file,
+        `shape ${formatShape(shape)} has more than 2^64 elements`,
+        name,
+      );
+    }
   }
-  // Partial products of dimensions >= 1 only grow, so a result within 2^53 is exact; a zero
-  // dimension makes the tensor empty even if the other dimensions overflowed to Infinity.
-  const bytes = empty ? 0 : elements * dtypeSize(dtype);
+  const bytes =
+    elements > BigInt(Number.MAX_SAFE_INTEGER) ? Infinity : packedByteLength(dtype, Number(elements));
+  if (bytes === undefined) {
+    throw headerError(
+      "SAFETENSORS_SHAPE_MISALIGNED",
+      file,
+      `shape ${formatShape(shape)} of ${dtype} (${DTYPE_BITS[dtype]} bits an element) does not end on a byte boundary`,
+      name,
+    );
+  }
   if (!Number.isSafeInteger(bytes)) {
     throw headerError(
       "SAFETENSORS_SHAPE_TOO_LARGE",

@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import { ManifestError, writeFileAtomic } from "@ckpt/manifest";
-import { type DType, dtypeSize, isSafetensorsDType } from "../dtypes.js";
+import { DTYPE_BITS, type DType, isSafetensorsDType, packedByteLength } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
 import { HEADER_LENGTH_BYTES, MAX_HEADER_BYTES, MAX_TENSOR_RANK, quote } from "./header.js";
 
@@ -56,7 +56,15 @@ function tensorBytes(t: TensorDescription): number {
       t.name,
     );
   }
-  const bytes = t.shape.reduce((a, d) => a * d, 1) * dtypeSize(t.dtype);
+  const elements = t.shape.reduce((a, d) => a * d, 1);
+  const bytes = Number.isSafeInteger(elements) ? packedByteLength(t.dtype, elements) : Infinity;
+  if (bytes === undefined) {
+    throw writeError(
+      "SAFETENSORS_WRITE_INVALID_TENSOR",
+      `plan safetensors tensor ${quote(t.name)}: shape [${t.shape.join(", ")}] of ${t.dtype} (${DTYPE_BITS[t.dtype]} bits an element) does not end on a byte boundary. Pad the tensor to a whole number of bytes.`,
+      t.name,
+    );
+  }
   if (!Number.isSafeInteger(bytes)) {
     throw writeError(
       "SAFETENSORS_WRITE_INVALID_TENSOR",

@@ -196,6 +196,21 @@ describe("toFloat32 and accumulateScaledInto", () => {
     expect(acc.every((v, i) => v === 1 + 0.75 * ((i % 13) - 6))).toBe(true);
   });
 
+  it.each(["F4", "F6_E2M3", "F6_E3M2", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "C64", "C128"] as const)(
+    "refuses to decode %s, naming it",
+    (dtype) => {
+      const refuse = (fn: () => void) =>
+        expect(fn).toThrow(
+          expect.objectContaining({
+            code: "CONVERT_DTYPE_UNSUPPORTED",
+            message: expect.stringContaining(dtype),
+          }),
+        );
+      refuse(() => toFloat32(new Uint8Array(16), dtype, new Float32Array(64)));
+      refuse(() => accumulateScaledInto(new Float32Array(64), new Uint8Array(16), dtype, 1));
+    },
+  );
+
   it("refuses mismatched lengths and non-finite scales with named errors", () => {
     expect(() => toFloat32(new Uint8Array(3), "F16", new Float32Array(2))).toThrow(
       expect.objectContaining({ code: "CONVERT_BAD_LENGTH" }),

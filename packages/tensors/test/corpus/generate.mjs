@@ -94,6 +94,8 @@ const cases = {
   "shape-1e300": [one(t("F32", [1e300], [0, 8])), "SAFETENSORS_SHAPE_INVALID"],
   "shape-product-huge": [one(t("F32", [2 ** 26, 2 ** 26, 2 ** 26], [0, 8])), "SAFETENSORS_SHAPE_TOO_LARGE"],
   "shape-product-overflows-double": [one(t("U8", Array(60).fill(2 ** 52), [0, 8])), "SAFETENSORS_SHAPE_TOO_LARGE"],
+  // The element count is folded as the reference folds it, in u64: overflow is refused before a zero.
+  "shape-overflow-then-zero": [file(json({ a: t("U8", [2 ** 52, 2 ** 52, 0], [0, 0]) })), "SAFETENSORS_SHAPE_TOO_LARGE"],
   "shape-rank-65": [one(t("U8", Array(65).fill(1), [0, 1]), zeros(1)), "SAFETENSORS_SHAPE_RANK_TOO_LARGE"],
   // --- offsets
   "offsets-missing": [file(json({ w: { dtype: "F32", shape: [2] } }), zeros(8)), "SAFETENSORS_OFFSETS_INVALID"],
@@ -129,7 +131,6 @@ const cases = {
   "ok-whitespace-inside": [file('{ "w" : { "dtype" : "F32", "shape" : [ 2 ], "data_offsets" : [ 0, 8 ] } }', zeros(8)), "ok"],
   "ok-proto-name": [file('{"__proto__":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', zeros(1)), "ok"],
   "ok-zero-size-tensors": [file(json({ a: t("F32", [0], [0, 0]), b: t("F32", [3, 0], [0, 0]), c: t("U8", [1], [0, 1]) }), zeros(1)), "ok"],
-  "ok-huge-dim-times-zero": [file(json({ a: t("U8", [2 ** 52, 2 ** 52, 0], [0, 0]) })), "ok"],
   "ok-out-of-order-keys": [file(json({ b: t("U8", [2], [2, 4]), a: t("U8", [2], [0, 2]), __metadata__: { format: "pt" } }), zeros(4)), "ok"],
   "ok-unicode-name": [file(json({ "층.가중치": t("BF16", [2], [0, 4]) }), zeros(4)), "ok"],
 };

@@ -139,6 +139,18 @@ describe("Hugging Face directories", () => {
     );
   });
 
+  it("reads six-digit shard totals, as Hugging Face names shards past 99,999 ({:05d})", async () => {
+    const dir = await testdir();
+    const names = ["model-00001-of-100000.safetensors", "model-100000-of-100000.safetensors"];
+    await writeSingle(join(dir, names[0]!), [tensors[0]!]);
+    await writeSingle(join(dir, names[1]!), [tensors[2]!]);
+    await writeIndex(dir, { metadata: { total_size: 19 }, weight_map: { a: names[0], c: names[1] } });
+    const hf = await openHfDirectory(dir);
+    expect(hf.files.map((f) => f.file).sort()).toEqual(names);
+    expect(Array.from(await hf.readTensor("c"))).toEqual([0, 0, 0]);
+    await hf.close();
+  });
+
   it("accepts shards in a subdirectory", async () => {
     const dir = await testdir();
     await mkdir(join(dir, "weights"));

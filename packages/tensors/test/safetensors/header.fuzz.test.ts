@@ -1,15 +1,16 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
-  DTYPE_SIZES,
+  DTYPE_BITS,
   isSafetensorsDType,
+  packedByteLength,
   parseSafetensorsHeader,
   planSafetensors,
   type SafetensorsHeader,
   TensorsError,
 } from "../../src/index.js";
 
-const DTYPES = Object.keys(DTYPE_SIZES).filter(isSafetensorsDType);
+const DTYPES = Object.keys(DTYPE_BITS).filter(isSafetensorsDType);
 const RUNS = 2000;
 
 /** Invariants every accepted header must satisfy. */
@@ -17,7 +18,7 @@ function checkValid(header: SafetensorsHeader, headerLength: number, fileSize: n
   let cursor = 0;
   for (const t of header.tensors) {
     expect(t.dataOffsets[0]).toBe(cursor);
-    expect(t.byteLength).toBe(t.shape.reduce((a, d) => a * d, 1) * DTYPE_SIZES[t.dtype]);
+    expect(t.byteLength).toBe((t.shape.reduce((a, d) => a * d, 1) * DTYPE_BITS[t.dtype]) / 8);
     expect(t.dataOffsets[1] - t.dataOffsets[0]).toBe(t.byteLength);
     expect(t.dataOffset).toBe(8 + headerLength + cursor);
     cursor = t.dataOffsets[1];
@@ -141,7 +142,15 @@ describe("safetensors header parser under fuzzing", () => {
         (entries, meta) => {
           const described = entries
             .filter(([n]) => n !== "__metadata__")
-            .map(([name, t]) => ({ name, ...t }));
+            .map(([name, t]) => ({ name, ...t }))
+            // A packed F4/F6 shape whose bits end mid-byte is refused by the planner (tested in write-read).
+            .filter(
+              (t) =>
+                packedByteLength(
+                  t.dtype,
+                  t.shape.reduce((a, d) => a * d, 1),
+                ) !== undefined,
+            );
           const plan = planSafetensors(described, meta);
           expect(parseOrRefuse(plan.headerBytes.subarray(8), plan.fileSize)).toBe("ok");
         },

@@ -151,6 +151,25 @@ describe("safetensors writer", () => {
     expect(() => planSafetensors([{ ...a, shape: [-1] }])).toThrow(
       expect.objectContaining({ code: "SAFETENSORS_WRITE_INVALID_TENSOR" }),
     );
+    // Packed dtypes: 3 F4 elements (12 bits) or 2 F6 elements (12 bits) end mid-byte.
+    expect(() => planSafetensors([{ ...a, dtype: "F4", shape: [3] }])).toThrow(
+      expect.objectContaining({
+        code: "SAFETENSORS_WRITE_INVALID_TENSOR",
+        message: expect.stringMatching(/byte boundary/),
+      }),
+    );
+    expect(() => planSafetensors([{ ...a, dtype: "F6_E3M2", shape: [2] }])).toThrow(
+      expect.objectContaining({ code: "SAFETENSORS_WRITE_INVALID_TENSOR" }),
+    );
+    expect(
+      planSafetensors([
+        { ...a, dtype: "F4", shape: [3, 2] },
+        { name: "b", dtype: "F6_E2M3", shape: [4] },
+      ]).tensors.map((t) => t.dataOffsets),
+    ).toEqual([
+      [0, 3],
+      [3, 6],
+    ]);
     await expect(
       writeSafetensors(join(dir, "x.safetensors"), [a], () => new Uint8Array(7)),
     ).rejects.toMatchObject({
