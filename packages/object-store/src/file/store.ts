@@ -16,7 +16,7 @@ import { dirname, join, relative, sep } from "node:path";
 import { describeRefusal, readRegularFile } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
-import { abortError, checkedChunks, openBody } from "../internal/body.js";
+import { abortError, bodySize, checkedChunks, fileChunksInPlace, openBody } from "../internal/body.js";
 import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import { noSuchObject, resolveRange } from "../internal/get.js";
@@ -186,26 +186,44 @@ class FileStore implements ObjectStore {
     options: PutOptions | undefined,
     signal: AbortSignal,
   ): Promise<WrittenTemp> {
-    const { stream, size } = await openBody(key, body);
-    addAbortSignal(signal, stream);
+    // A file is read in place (no buffer allocated per chunk); other bodies arrive as streams.
+    let source: AsyncIterable<Uint8Array>;
+    let size: number;
+    let stopSource = () => {};
+    if (!(body instanceof Uint8Array) && "path" in body) {
+      size = await bodySize(body, key);
+      source = fileChunksInPlace(body.path, signal);
+    } else {
+      const opened = await openBody(key, body);
+      addAbortSignal(signal, opened.stream);
+      size = opened.size;
+      source = opened.stream;
+      stopSource = () => opened.stream.destroy();
+    }
     const dir = dirname(final);
     await this.confine("write", key, dir);
     await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
+    // One write in flight while the next chunk is read and hashed: hashing runs on this thread and
+    // the write on libuv's pool, so overlapping them keeps the hash off the put's critical path.
+    let writing: Promise<unknown> = Promise.resolve();
     try {
       let written = 0;
-      for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
+      for await (const bytes of checkedChunks(key, source, size, options?.sha256)) {
+        await writing;
         written += bytes.byteLength;
-        await handle.write(bytes);
-        options?.onProgress?.(written);
+        const reached = written;
+        writing = handle.write(bytes).then(() => options?.onProgress?.(reached));
       }
+      await writing;
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
       await handle.close();
       return { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs };
     } catch (error) {
-      stream.destroy();
+      stopSource();
+      await writing.catch(() => {});
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       if (signal.aborted) throw abortError(key, signal);
