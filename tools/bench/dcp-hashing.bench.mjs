@@ -97,6 +97,8 @@ try {
     for (const side of rep % 2 === 0 ? ["publish", "copy"] : ["copy", "publish"]) {
       const dest = join(work, `${side}-${rep}`);
       await mkdir(dest);
+      // Flush the previous sample's writes, so they are not charged to this sample's fsyncs.
+      await run("sync", []);
       if (side === "publish") {
         await unlink(join(artifact, ".uploaded")).catch(() => {});
         const store = createFileStore({ root: dest });
