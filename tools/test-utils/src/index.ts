@@ -48,6 +48,8 @@ export {
   DCP_FIXTURE_GENERATOR,
   DCP_FIXTURE_TIMEOUT_MS,
   makeDcpFixtures,
+  type RealDcpFixtures,
+  realDcpFixtures,
 } from "./dcp-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 export { TORCH2_PYTHON, torch2Python } from "./python.js";
