@@ -97,6 +97,8 @@ try {
     for (const side of rep % 2 === 0 ? ["publish", "copy"] : ["copy", "publish"]) {
       const dest = join(work, `${side}-${rep}`);
       await mkdir(dest);
+      // Flush the previous sample's writes, so they are not charged to this sample's fsyncs.
+      await run("sync", []);
       if (side === "publish") {
         await unlink(join(artifact, ".uploaded")).catch(() => {});
         const store = createFileStore({ root: dest });
@@ -111,6 +113,9 @@ try {
   }
   const publishS = median(samples.publish.map((s) => s.seconds));
   const copyS = median(samples.copy.map((s) => s.seconds));
+  // CPU seconds of this process (all threads) per side: the part of the cost a loaded machine does not blur.
+  const publishCpu = median(samples.publish.map((s) => s.ownCpu));
+  const copyCpu = median(samples.copy.map((s) => s.ownCpu));
   const readRatio = median(reads) / payloadBytes;
   const dirty = (list) => list.filter((s) => !s.clean).length;
 
@@ -134,6 +139,14 @@ try {
         `contaminated: publish ${dirty(samples.publish)}/${REPS}, copy ${dirty(samples.copy)}/${REPS}`,
       ],
       [
+        "publish vs copy+fsync, CPU of this process",
+        publishCpu.toFixed(2),
+        copyCpu.toFixed(2),
+        `${(publishCpu / copyCpu).toFixed(3)}×`,
+        "",
+        `publish ${samples.publish.map((s) => s.ownCpu.toFixed(2)).join(" ")}; copy ${samples.copy.map((s) => s.ownCpu.toFixed(2)).join(" ")}`,
+      ],
+      [
         "publish bytes read / payload bytes",
         readRatio.toFixed(3),
         "1",
@@ -151,6 +164,8 @@ try {
         payloadBytes,
         publish: samples.publish.map((s) => s.seconds),
         copy: samples.copy.map((s) => s.seconds),
+        publishCpu: samples.publish.map((s) => s.ownCpu),
+        copyCpu: samples.copy.map((s) => s.ownCpu),
         readBytes: reads,
       },
     })}`,

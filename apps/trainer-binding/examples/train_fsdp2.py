@@ -58,20 +58,6 @@ def parse_args():
     return p.parse_args()
 
 
-def collectives():
-    def broadcast(obj):
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def any_true(flag):
-        t = torch.tensor([1 if flag else 0])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
-
-    return broadcast, dist.barrier, any_true
-
-
 def build(seed, mesh):
     torch.manual_seed(seed)  # the same initial weights on every rank, before sharding
     model = nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.GELU(), nn.Linear(HIDDEN, HIDDEN), nn.GELU(),
@@ -146,8 +132,7 @@ def main():
     torch.set_num_threads(1)  # the same float operations in the same order on every run
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (world,))
-    broadcast, barrier, any_true = collectives()
-    group = RankGroup(rank, world, Sidecar.spawn() if rank == 0 else None, broadcast, barrier, any_true)
+    group = RankGroup.over_torch_distributed(rank, world, Sidecar.spawn() if rank == 0 else None)
     group.open({"save_every": args.save_every, "resume": "auto", "checkpoint_format": "dcp", "save_async": False},
                args.output_root, args.project, args.group, args.name)
 

@@ -63,25 +63,6 @@ def parse_args():
     return p.parse_args()
 
 
-# --- collectives (a no-op world of one when not distributed) ---------------------------------
-
-def collectives(world):
-    if world == 1:
-        return (lambda obj: obj), (lambda: None), (lambda flag: bool(flag))
-
-    def broadcast(obj):
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def any_true(flag):
-        t = torch.tensor([1 if flag else 0])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
-
-    return broadcast, dist.barrier, any_true
-
-
 # --- data: a fixed synthetic set, read through a cursor that survives restarts ----------------
 
 def make_dataset():
@@ -274,12 +255,11 @@ def main():
     torch.set_num_threads(1)  # one thread: the same float operations in the same order every run
     if world > 1:
         dist.init_process_group("gloo")
-    broadcast, barrier, any_true = collectives(world)
     sidecar = None
     if rank == 0:
         log(rank, "torch %s ready; starting the checkpoint sidecar" % torch.__version__)
         sidecar = Sidecar.connect(args.socket) if args.socket else Sidecar.spawn()
-    group = RankGroup(rank, world, sidecar, broadcast, barrier, any_true)
+    group = RankGroup.over_torch_distributed(rank, world, sidecar)
 
     config = {"save_every": args.save_every, "resume": args.resume, "checkpoint_format": "consolidated"}
     if args.resume_sha256:

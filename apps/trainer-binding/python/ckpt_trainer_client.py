@@ -422,10 +422,9 @@ class RankGroup:
     ``broadcast(obj)`` returns rank 0's ``obj`` on every rank; ``barrier()`` waits for every
     rank; ``any_true(flag)`` is true on every rank when any rank passed true (an all-reduce MAX).
     With torch.distributed these are ``dist.broadcast_object_list``, ``dist.barrier`` and an
-    ``all_reduce`` with ``ReduceOp.MAX`` (``collectives()`` in examples/train_mlp.py)::
+    ``all_reduce`` with ``ReduceOp.MAX``, which ``over_torch_distributed`` wires up::
 
-        group = RankGroup(rank, world, Sidecar.spawn() if rank == 0 else None,
-                          broadcast, dist.barrier, any_true)
+        group = RankGroup.over_torch_distributed(rank, world, Sidecar.spawn() if rank == 0 else None)
 
     Every method is a collective: call it on every rank in the same order. Errors of rank 0's
     sidecar are raised on every rank.
@@ -451,6 +450,28 @@ class RankGroup:
         self._flags = _SignalFlags()
         if sidecar is None and threading.current_thread() is threading.main_thread():
             self._flags.install()
+
+    @classmethod
+    def over_torch_distributed(cls, rank, world_size, sidecar):
+        """A group whose collectives are torch.distributed's (its default process group, already
+        initialised); a world of one needs no process group. torch is imported here, so this
+        module imports without it."""
+        if world_size == 1:
+            return cls(rank, world_size, sidecar, lambda obj: obj, lambda: None, bool)
+        import torch
+        import torch.distributed as dist
+
+        def broadcast(obj):
+            box = [obj]
+            dist.broadcast_object_list(box, src=0)
+            return box[0]
+
+        def any_true(flag):
+            t = torch.tensor([1 if flag else 0])
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            return bool(t.item())
+
+        return cls(rank, world_size, sidecar, broadcast, dist.barrier, any_true)
 
     def _from_rank0(self, call):
         """Run ``call`` on rank 0 and hand its result, or its error, to every rank."""

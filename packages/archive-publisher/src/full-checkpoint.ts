@@ -24,6 +24,13 @@ import { drain, withEvents } from "@ckpt/progress";
 export interface UploadFullCheckpointOptions {
   /** Which files (relative paths) to hash; their receipt entries then carry a digest. Default: none. */
   hash?: (path: string) => boolean;
+  /**
+   * Digests recorded at commit (the checkpoint's description), by relative path. Such a file is
+   * not hashed before its upload: the upload re-hashes the bytes as it reads them, once, and a
+   * file that no longer matches its record is refused (`PUBLISH_PAYLOAD_MISMATCH`) before the
+   * receipt is written. Its receipt entry carries the recorded digest.
+   */
+  recorded?: ReadonlyMap<string, { readonly size: number; readonly sha256: string }>;
   /** Files hashed and uploaded at once (default 8; clamped to 1..64). */
   concurrency?: number;
   signal?: AbortSignal;
@@ -67,6 +74,34 @@ function failure(path: string, error: unknown, what: string): ArchivePublisherEr
     subject: path,
     cause: error,
   });
+}
+
+/** A file that contradicts the digest its checkpoint recorded at commit. */
+function payloadMismatch(
+  absolute: string,
+  path: string,
+  what: string,
+  cause?: unknown,
+): ArchivePublisherError {
+  return new ArchivePublisherError(
+    "PUBLISH_PAYLOAD_MISMATCH",
+    `upload ${absolute}: ${path} does not hold the bytes its checkpoint description records (${what}). ` +
+      "No receipt was written. The checkpoint changed after it was committed: restore it, or save the step again.",
+    { kind: "refused", subject: absolute, ...(cause === undefined ? {} : { cause }) },
+  );
+}
+
+/** Hashes a file whose upload is skipped and refuses it when it no longer matches its record. */
+async function confirmRecorded(
+  absolute: string,
+  path: string,
+  sha256: string,
+  call: { signal?: AbortSignal },
+): Promise<void> {
+  const digest = await hashFile(absolute, call);
+  if (digest.sha256 !== sha256) {
+    throw payloadMismatch(absolute, path, `sha256 ${digest.sha256}, recorded ${sha256}`);
+  }
 }
 
 async function listFiles(root: string): Promise<Array<{ path: string; size: number }>> {
@@ -136,8 +171,16 @@ async function runUpload(
     concurrencyOf(options.concurrency, DEFAULT_UPLOAD_CONCURRENCY),
     async (file): Promise<Outcome> => {
       const absolute = join(root, file.path);
-      let sha256: string | undefined;
-      if (options.hash?.(file.path)) {
+      const recorded = options.recorded?.get(file.path);
+      if (recorded !== undefined && recorded.size !== file.size) {
+        throw payloadMismatch(
+          absolute,
+          file.path,
+          `it holds ${file.size} bytes, the record ${recorded.size}`,
+        );
+      }
+      let sha256 = recorded?.sha256;
+      if (recorded === undefined && options.hash?.(file.path)) {
         const digest = await hashFile(absolute, call).catch((error: unknown) => {
           throw failure(absolute, error, "hash");
         });
@@ -154,18 +197,31 @@ async function runUpload(
         let same = listed.get(file.path) === file.size;
         if (same && sha256 !== undefined) same = (await store.head(file.path, call))?.sha256 === sha256;
         if (same) {
+          // A skip reads nothing else of the file: check it against its record before the receipt vouches for it.
+          if (recorded !== undefined) await confirmRecorded(absolute, file.path, recorded.sha256, call);
           emit({ type: "skipped", path: file.path, size: file.size });
           return { entry, uploaded: false };
         }
-        await store.put(
-          file.path,
-          { path: absolute },
-          {
-            ...(sha256 === undefined ? {} : { sha256 }),
-            ...call,
-            onProgress: (sent) => emit({ type: "upload", path: file.path, sent, size: file.size }),
-          },
-        );
+        await store
+          .put(
+            file.path,
+            { path: absolute },
+            {
+              ...(sha256 === undefined ? {} : { sha256 }),
+              ...call,
+              onProgress: (sent) => emit({ type: "upload", path: file.path, sent, size: file.size }),
+            },
+          )
+          .catch((error: unknown) => {
+            if (
+              recorded !== undefined &&
+              error instanceof ObjectStoreError &&
+              error.code === "STORE_INTEGRITY"
+            ) {
+              throw payloadMismatch(absolute, file.path, messageOf(error), error);
+            }
+            throw error;
+          });
         emit({ type: "uploaded", path: file.path, size: file.size });
         return { entry, uploaded: true };
       } catch (error) {

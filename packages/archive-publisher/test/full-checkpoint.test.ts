@@ -1,7 +1,7 @@
-import { readFile } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { UPLOADED_MARKER, sha256Hex } from "@ckpt/manifest";
-import { createMemoryStore } from "@ckpt/object-store";
+import { createFileStore, createMemoryStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { uploadFullCheckpoint } from "../src/index.js";
 import { payload, tempDir, writeTree } from "./helpers.js";
@@ -101,6 +101,73 @@ describe("uploadFullCheckpoint", () => {
     await expect(uploadFullCheckpoint(await tempDir(), createMemoryStore())).rejects.toMatchObject({
       code: "FULL_UPLOAD_NOT_ITER_DIR",
       kind: "input",
+    });
+  });
+});
+
+/** Bytes this process has read through read(2) so far (page-cache hits included): Linux's rchar. */
+async function bytesReadByThisProcess(): Promise<number> {
+  return Number(/^rchar: (\d+)$/m.exec(await readFile("/proc/self/io", "utf8"))![1]);
+}
+
+describe("uploadFullCheckpoint on recorded digests", () => {
+  const SHARD = 4 << 20;
+  async function recordedCheckpoint() {
+    const dir = join(await tempDir(), "checkpoints", "iter_000000300");
+    const files = {
+      "model/__0_0.distcp": payload("rank 0", SHARD),
+      "model/__1_0.distcp": payload("rank 1", SHARD),
+      "trainer.pt": payload("t", 100),
+    };
+    await writeTree(dir, files);
+    const recorded = new Map(
+      Object.entries(files).map(([path, bytes]) => [
+        path,
+        { size: bytes.byteLength, sha256: sha256Hex(bytes) },
+      ]),
+    );
+    return { dir, recorded };
+  }
+
+  it("reads each payload byte once and writes the recorded digests into the receipt", async () => {
+    const { dir, recorded } = await recordedCheckpoint();
+    const store = createFileStore({ root: join(await tempDir(), "archive") });
+    const before = await bytesReadByThisProcess();
+    // Every file is eligible for hashing; the recorded ones are not hashed before their upload.
+    const report = await uploadFullCheckpoint(dir, store, { recorded, hash: () => true });
+    const read = (await bytesReadByThisProcess()) - before;
+    const payloadBytes = 2 * SHARD + 100;
+    // Once to upload, not once more to hash first; the slack is the store's sidecars.
+    expect(read).toBeGreaterThanOrEqual(payloadBytes);
+    expect(read).toBeLessThan(payloadBytes + SHARD / 4);
+    expect(report.files).toEqual([...recorded].map(([path, r]) => ({ path, ...r })));
+    expect((await store.head("model/__1_0.distcp"))?.sha256).toBe(recorded.get("model/__1_0.distcp")!.sha256);
+  });
+
+  it("refuses a payload changed after commit before the receipt, on upload and on a same-size skip", async () => {
+    const { dir, recorded } = await recordedCheckpoint();
+    const shard = join(dir, "model", "__1_0.distcp");
+    const original = await readFile(shard);
+    const changed = Buffer.from(original);
+    changed[SHARD / 2]! ^= 1;
+    await writeFile(shard, changed);
+    const store = createMemoryStore();
+    await expect(uploadFullCheckpoint(dir, store, { recorded })).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+      subject: shard,
+      message: expect.stringContaining("model/__1_0.distcp"),
+    });
+    expect(await store.head("model/__1_0.distcp")).toBeUndefined();
+    await expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
+    // The archive already holds the recorded bytes: the skip still checks the local file.
+    await store.put("model/__1_0.distcp", original, { sha256: recorded.get("model/__1_0.distcp")!.sha256 });
+    await expect(uploadFullCheckpoint(dir, store, { recorded })).rejects.toMatchObject({
+      code: "PUBLISH_PAYLOAD_MISMATCH",
+    });
+    await expect(stat(join(dir, UPLOADED_MARKER.fileName))).rejects.toMatchObject({ code: "ENOENT" });
+    await writeFile(shard, original);
+    expect(await uploadFullCheckpoint(dir, store, { recorded })).toMatchObject({
+      skipped: expect.arrayContaining(["model/__1_0.distcp"]),
     });
   });
 });

@@ -27,7 +27,7 @@ export {
   readBoundedFile,
   recordApi,
 } from "./records/common.js";
-export { LEGACY_ARTIFACT_MANIFEST_FILE } from "./records/names.js";
+export { LEGACY_ARTIFACT_MANIFEST_FILE, VALIDATION_STATE_FILE } from "./records/names.js";
 export {
   type ArtifactManifest,
   type CheckpointFormat,

@@ -1,7 +1,7 @@
 import { lstat, readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
 import { publishArtifact, uploadFullCheckpoint } from "@ckpt/archive-publisher";
-import { artifactPrefixFor, checkpointPrefixFor } from "@ckpt/manifest";
+import { artifactPayloadFiles, artifactPrefixFor, checkpointPrefixFor } from "@ckpt/manifest";
 import {
   applyRetentionPlan,
   type CheckpointInfo,
@@ -14,7 +14,12 @@ import type { ManagerConfig } from "./config.js";
 import { messageOf } from "./errors.js";
 import { entryKind, removeOwned } from "./internal/fs.js";
 import { bucketUri, joinUri, openAt, type StoreAccess } from "./internal/store.js";
-import { VALIDATION_STATE_FILE, validationRecord } from "./records.js";
+import {
+  CHECKPOINT_DESCRIPTION_FILE,
+  checkpointDescription,
+  VALIDATION_STATE_FILE,
+  validationRecord,
+} from "./records.js";
 import type { RetentionOutcome, UploadOutcome } from "./types.js";
 
 /** Where a (role's) optimizer state lives: a consolidated file or a directory of DCP shards. */
@@ -44,17 +49,42 @@ export function archiveUri(
 }
 
 /**
+ * The digests the commit recorded in the checkpoint's description (each role's, for a multi-role
+ * boundary), by path relative to `iterDir`; none for a checkpoint committed without one.
+ */
+async function recordedDigests(
+  iterDir: string,
+  roles: readonly string[],
+): Promise<Map<string, { size: number; sha256: string }>> {
+  const recorded = new Map<string, { size: number; sha256: string }>();
+  for (const prefix of roles.length === 0 ? [""] : roles.map((role) => `${role}/`)) {
+    const path = join(iterDir, prefix, CHECKPOINT_DESCRIPTION_FILE);
+    if ((await entryKind(path)) === "absent") continue;
+    for (const file of artifactPayloadFiles(await checkpointDescription.read(path))) {
+      if (file.sha256 !== undefined)
+        recorded.set(`${prefix}${file.path}`, { size: file.size, sha256: file.sha256 });
+    }
+  }
+  return recorded;
+}
+
+/**
  * Uploads a completed full checkpoint to its archive prefix and writes its `.uploaded` receipt
- * (idempotent, same-size skip). Never throws: the outcome says what happened.
+ * (idempotent, same-size skip). Payloads are uploaded on the digests their description records,
+ * each byte read once and re-hashed on the way. Never throws: the outcome says what happened.
  */
 export async function archiveFullCheckpoint(
   iterDir: string,
   uri: string,
   access: StoreAccess,
+  roles: readonly string[],
 ): Promise<UploadOutcome> {
   try {
     const store = await openAt(uri, access);
-    await uploadFullCheckpoint(iterDir, store, { hash: (path) => !BULK.test(path) });
+    await uploadFullCheckpoint(iterDir, store, {
+      hash: (path) => !BULK.test(path),
+      recorded: await recordedDigests(iterDir, roles),
+    });
     return { status: "uploaded", uri };
   } catch (error) {
     return { status: "failed", uri, error: failure(error) };

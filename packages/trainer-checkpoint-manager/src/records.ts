@@ -1,14 +1,19 @@
-import { type ArtifactManifest, CHECKPOINT_DESCRIPTION, type RecordSchema, recordApi } from "@ckpt/manifest";
+import {
+  type ArtifactManifest,
+  CHECKPOINT_DESCRIPTION,
+  type RecordSchema,
+  recordApi,
+  VALIDATION_STATE_FILE,
+} from "@ckpt/manifest";
 
-export { CHECKPOINT_DESCRIPTION_FILE } from "@ckpt/manifest";
+export { CHECKPOINT_DESCRIPTION_FILE, VALIDATION_STATE_FILE } from "@ckpt/manifest";
 import { z } from "zod";
 
 /** The description of a full checkpoint (@ckpt/manifest's record; `verify` judges against it too). */
 export const CHECKPOINT_DESCRIPTION_RECORD: RecordSchema<ArtifactManifest> = CHECKPOINT_DESCRIPTION;
 export const checkpointDescription = CHECKPOINT_DESCRIPTION;
 
-/** The validation transaction of a full checkpoint. Local: this file, replaced atomically at each step. */
-export const VALIDATION_STATE_FILE = ".posttrain-validation.json";
+/** The validation transaction of a full checkpoint. Local: `VALIDATION_STATE_FILE`, replaced atomically at each step. */
 export const VALIDATION_STATE_SCHEMA = "posttrain.validation-transaction.v1";
 
 const validationStateSchema = z.strictObject({

@@ -831,9 +831,37 @@ describe("archive upload (local primary + upload, file:// store)", () => {
       files: Array<{ path: string; sha256?: string }>;
     };
     expect(receipt.kind).toBe("full_checkpoint");
-    // Bulk is not hashed on the training path; the small files are.
-    expect(receipt.files.find((f) => f.path === "model.pt")?.sha256).toBeUndefined();
+    // Every payload is uploaded on the digest its commit recorded in the description.
+    const description = JSON.parse(await readFile(join(second.dir, CHECKPOINT_DESCRIPTION_FILE), "utf8")) as {
+      physical_components: Array<{ path: string; sha256?: string }>;
+    };
+    const recorded = description.physical_components.find((c) => c.path === "model.pt")?.sha256;
+    expect(recorded).toBe(sha256(await readFile(join(second.dir, "model.pt"))));
+    expect(receipt.files.find((f) => f.path === "model.pt")?.sha256).toBe(recorded);
     expect(receipt.files.find((f) => f.path === "trainer.pt")?.sha256).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("a payload changed after its commit is refused before the receipt: the publication fails", async () => {
+    const root = await tempRoot();
+    const archive = join(root, "archive");
+    await mkdir(archive);
+    const { manager } = await openManager(root, {
+      ...sync,
+      validation: { save_checkpoint: true },
+      upload: { enabled: true, bucket: `file://${archive}` },
+    });
+    const saved = committed(await saveStep(manager, 5, { validation: true }));
+    const model = join(saved.dir, "model.pt");
+    const bytes = await readFile(model);
+    bytes[bytes.length >> 1]! ^= 1;
+    await writeFile(model, bytes);
+    await expect(manager.completeValidation(5)).rejects.toMatchObject({
+      code: "MANAGER_PUBLICATION_FAILED",
+      message: expect.stringContaining("does not hold the bytes its checkpoint description records"),
+    });
+    expect(await exists(join(saved.dir, ".uploaded"))).toBe(false);
+    const prefix = join(archive, "proj", "grp", "run", manager.runTs, "checkpoints", "iter_000000005");
+    expect(await exists(join(prefix, "model.pt"))).toBe(false);
   });
 
   it("a partial artifact is published through the same operation as `ckpt artifact publish`", async () => {

@@ -4,37 +4,20 @@
 import { cp, rm, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { inspectPath } from "@ckpt/tensors";
-import {
-  DCP_FIXTURE_TIMEOUT_MS,
-  type DcpFixture,
-  makeDcpFixtures,
-  testdir,
-  torch2Python,
-} from "@ckpt/test-utils";
-import { beforeAll, describe, expect, it } from "vitest";
+import { realDcpFixtures } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
 import { verifyPath } from "../src/index.js";
 
-let root: string;
-let fixture: DcpFixture;
-
-beforeAll(async () => {
-  root = await testdir("ckpt-verify-dcp-");
-  fixture = (await makeDcpFixtures(root, torch2Python(), [2])).ranks2!;
-}, DCP_FIXTURE_TIMEOUT_MS);
-
-async function copyOfRanks2(): Promise<string> {
-  const dir = join(await testdir("ckpt-verify-dcp-copy-"), "ranks2");
-  await cp(join(root, "ranks2"), dir, { recursive: true });
-  return dir;
-}
+const dcp = realDcpFixtures([2], "ckpt-verify-dcp-");
+const copyOfRanks2 = () => dcp.copy("ranks2");
 
 describe("verifyPath on real torch 2.13 DCP output", () => {
   it("a complete directory is sound and counts its tensors", async () => {
-    expect(await verifyPath(join(root, "ranks2"))).toMatchObject({
+    expect(await verifyPath(join(dcp.root, "ranks2"))).toMatchObject({
       kind: "dcp",
       ok: true,
       problems: [],
-      tensors: fixture.tensors.length,
+      tensors: dcp.fixtures.ranks2!.tensors.length,
     });
   });
 
@@ -59,7 +42,7 @@ describe("verifyPath on real torch 2.13 DCP output", () => {
 
   it("a truncated shard and an extra shard are each named", async () => {
     const dir = await copyOfRanks2();
-    const plain = fixture.tensors.find((t) => t.fqn === "plain")!.chunks[0]!.storage!;
+    const plain = dcp.fixtures.ranks2!.tensors.find((t) => t.fqn === "plain")!.chunks[0]!.storage!;
     await truncate(join(dir, plain.relativePath), plain.offset + 1);
     await cp(join(dir, "__0_0.distcp"), join(dir, "__2_0.distcp"));
     const report = await verifyPath(dir);

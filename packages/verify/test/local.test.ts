@@ -287,6 +287,32 @@ describe("verifyCheckpointDir", () => {
     expect(codes(await verifyCheckpointDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
   });
 
+  it("the validation record a receipt recorded before publication moved it on is not a size mismatch", async () => {
+    const dir = await checkpoint();
+    const pending =
+      '{"schema":"posttrain.validation-transaction.v1","iteration":100,"state":"publication_pending"}\n';
+    const receipt = UPLOADED_MARKER.serialize({
+      schema: "posttrain.archive-marker.v1",
+      kind: "full_checkpoint",
+      iteration: 100,
+      destination: { ...DESTINATION, prefix: "p/checkpoints/iter_000000100" },
+      files: [
+        { path: ".posttrain-validation.json", size: pending.length, sha256: sha(Buffer.from(pending)) },
+        { path: "trainer.pt", size: trainer.length, sha256: sha(trainer) },
+      ],
+    });
+    await writeFile(join(dir, ".uploaded"), receipt);
+    // Published after the upload: the record is rewritten with another size, as the manager does.
+    await writeFile(
+      join(dir, ".posttrain-validation.json"),
+      '{"schema":"posttrain.validation-transaction.v1","iteration":100,"state":"published"}\n',
+    );
+    expect(codes(await verifyCheckpointDir(dir))).toEqual([]);
+    // The receipt's other entries are still judged.
+    await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
+    expect(codes(await verifyCheckpointDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
+  });
+
   it("a multi-role boundary judges each role; a committed role without its directory is named", async () => {
     const dir = join(await testdir(), "iter_000000012");
     const success = MULTI_ROLE_SUCCESS.serialize({

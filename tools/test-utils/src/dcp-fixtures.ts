@@ -1,6 +1,10 @@
 import { execFile } from "node:child_process";
+import { cp } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { beforeAll } from "vitest";
+import { testdir } from "./index.js";
+import { torch2Python } from "./python.js";
 
 /** tools/fixtures/make_dcp_fixtures.py: DCP directories written by real torch.distributed.checkpoint on gloo ranks. */
 export const DCP_FIXTURE_GENERATOR = join(
@@ -54,4 +58,40 @@ export async function makeDcpFixtures(
     { maxBuffer: 64 * 1024 * 1024 },
   );
   return JSON.parse(stdout) as Record<string, DcpFixture>;
+}
+
+/** A test file's real torch 2 DCP fixtures (see {@link realDcpFixtures}). */
+export interface RealDcpFixtures {
+  /** The directory holding `ranksN` (once the file's beforeAll ran). */
+  readonly root: string;
+  /** torch's own reading of each fixture's `.metadata`, by `ranksN`. */
+  readonly fixtures: Readonly<Record<string, DcpFixture>>;
+  /** A copy of fixture `name` to damage; the originals stay intact for the other tests. */
+  copy(name: string): Promise<string>;
+}
+
+/**
+ * Writes real torch 2 DCP fixtures for `ranks` once per test file (a beforeAll under a testdir
+ * named `prefix`), to be read through the returned object's getters from the tests.
+ */
+export function realDcpFixtures(ranks: readonly number[], prefix: string): RealDcpFixtures {
+  let root = "";
+  let fixtures: Record<string, DcpFixture> = {};
+  beforeAll(async () => {
+    root = await testdir(prefix);
+    fixtures = await makeDcpFixtures(root, torch2Python(), ranks);
+  }, DCP_FIXTURE_TIMEOUT_MS);
+  return {
+    get root() {
+      return root;
+    },
+    get fixtures() {
+      return fixtures;
+    },
+    async copy(name) {
+      const dir = join(await testdir(`${prefix}copy-`), name);
+      await cp(join(root, name), dir, { recursive: true });
+      return dir;
+    },
+  };
 }

@@ -72,6 +72,8 @@ export {
   DCP_FIXTURE_GENERATOR,
   DCP_FIXTURE_TIMEOUT_MS,
   makeDcpFixtures,
+  type RealDcpFixtures,
+  realDcpFixtures,
 } from "./dcp-fixtures.js";
 export { localHubFetch } from "./hub-fetch.js";
 export { fillDisk } from "./small-disk.js";

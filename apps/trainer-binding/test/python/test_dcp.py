@@ -46,18 +46,7 @@ def sharded_state(mesh):
 def rank_main(rank, root, out):
     dist.init_process_group("gloo", init_method="file://" + os.path.join(root, "pg"), rank=rank, world_size=WORLD)
     mesh = init_device_mesh("cpu", (WORLD,))
-
-    def broadcast(obj):
-        box = [obj]
-        dist.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def any_true(flag):
-        t = torch.tensor([int(flag)])
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item())
-
-    group = RankGroup(rank, WORLD, Sidecar.spawn() if rank == 0 else None, broadcast, dist.barrier, any_true)
+    group = RankGroup.over_torch_distributed(rank, WORLD, Sidecar.spawn() if rank == 0 else None)
     group.open({"save_every": 1, "save_async": False, "checkpoint_format": "dcp"}, os.path.join(root, "out"),
                "proj", "grp", "run")
     save = group.begin_save(1)
@@ -226,6 +215,38 @@ class WriterThreadsTests(unittest.TestCase):
             for entry in writer.inventory:
                 path = os.path.join(root, entry["path"])
                 self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)))
+
+
+def async_rank_main(rank, root, out):
+    """Each rank saves through ``dcp.async_save`` (DCP's writer running in a background thread,
+    on the gloo process group) and waits for its future; rank 0 writes the writer's inventory."""
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(root, "pg"), rank=rank, world_size=WORLD)
+    mesh = init_device_mesh("cpu", (WORLD,))
+    writer = HashingFileSystemWriter(os.path.join(root, "model"))
+    dcp.async_save(sharded_state(mesh), storage_writer=writer, process_group=dist.group.WORLD).result()
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(writer.inventory, f)
+    elif writer.inventory is not None:
+        raise AssertionError("rank 1 holds an inventory")
+    dist.destroy_process_group()
+
+
+class AsyncSaveTests(unittest.TestCase):
+    def test_async_save_hashes_every_file_and_the_stock_reader_loads_it(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-dcp-async-") as root:
+            out = os.path.join(root, "inventory.json")
+            mp.start_processes(async_rank_main, args=(root, out), nprocs=WORLD, start_method="spawn")
+            with open(out) as f:
+                inventory = json.load(f)
+            model = os.path.join(root, "model")
+            self.assertEqual([e["path"] for e in inventory], sorted(os.listdir(model)))
+            self.assertIn("__1_0.distcp", [e["path"] for e in inventory])
+            for entry in inventory:
+                path = os.path.join(model, entry["path"])
+                self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)))
+            state = load_model(FileSystemReader(model))
+            self.assertTrue(torch.equal(state["weight"], full_state()["weight"]))
 
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "train_fsdp2.py")

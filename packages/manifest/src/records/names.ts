@@ -11,3 +11,5 @@ export const OVERLAY_SOURCE_FILE = ".overlay_source.json";
 export const CONTROL_MANIFEST_FILE = ".posttrain-manifest.json";
 export const MULTI_ROLE_SUCCESS_FILE = "_SUCCESS";
 export const LATEST_CHECKPOINT_FILE = "latest_checkpoint.txt";
+/** A full checkpoint's validation transaction; it moves on after an archive receipt recorded it. */
+export const VALIDATION_STATE_FILE = ".posttrain-validation.json";

@@ -22,7 +22,7 @@ import {
 } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
-import { abortError, checkedChunks, openBody } from "../internal/body.js";
+import { abortError, bodySize, checkedChunks, fileChunksInPlace, openBody } from "../internal/body.js";
 import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import { noSuchObject, resolveRange } from "../internal/get.js";
@@ -261,8 +261,20 @@ class FileStore implements ObjectStore {
     options: PutOptions | undefined,
     signal: AbortSignal,
   ): Promise<{ dir: HeldDirectory; temp: WrittenTemp }> {
-    const { stream, size } = await openBody(key, body);
-    addAbortSignal(signal, stream);
+    // A file is read in place (no buffer allocated per chunk); other bodies arrive as streams.
+    let source: AsyncIterable<Uint8Array>;
+    let size: number;
+    let stopSource = () => {};
+    if (!(body instanceof Uint8Array) && "path" in body) {
+      size = await bodySize(body, key);
+      source = fileChunksInPlace(body.path, signal);
+    } else {
+      const opened = await openBody(key, body);
+      addAbortSignal(signal, opened.stream);
+      size = opened.size;
+      source = opened.stream;
+      stopSource = () => opened.stream.destroy();
+    }
     const name = `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`;
     let dir: HeldDirectory;
     let handle: FileHandle;
@@ -273,23 +285,29 @@ class FileStore implements ObjectStore {
       ));
     } catch (error) {
       // A file body's read stream already holds a descriptor on the source: close it when refusing.
-      stream.destroy();
+      stopSource();
       throw error;
     }
     const path = dir.at(name);
+    // One write in flight while the next chunk is read and hashed: hashing runs on this thread and
+    // the write on libuv's pool, so overlapping them keeps the hash off the put's critical path.
+    let writing: Promise<unknown> = Promise.resolve();
     let written = 0;
     try {
-      for await (const bytes of checkedChunks(key, stream, size, options?.sha256)) {
+      for await (const bytes of checkedChunks(key, source, size, options?.sha256)) {
+        await writing;
         written += bytes.byteLength;
-        await handle.write(bytes);
-        options?.onProgress?.(written);
+        const reached = written;
+        writing = handle.write(bytes).then(() => options?.onProgress?.(reached));
       }
+      await writing;
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
       await handle.close();
       return { dir, temp: { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs } };
     } catch (error) {
-      stream.destroy();
+      stopSource();
+      await writing.catch(() => {});
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       await dir.close().catch(() => {});

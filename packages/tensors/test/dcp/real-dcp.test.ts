@@ -4,37 +4,18 @@
 // check must name what a damaged copy lacks.
 import { cp, rm, truncate } from "node:fs/promises";
 import { join } from "node:path";
-import {
-  DCP_FIXTURE_TIMEOUT_MS,
-  type DcpFixture,
-  makeDcpFixtures,
-  testdir,
-  torch2Python,
-} from "@ckpt/test-utils";
-import { beforeAll, describe, expect, test } from "vitest";
+import { realDcpFixtures } from "@ckpt/test-utils";
+import { describe, expect, test } from "vitest";
 import { checkDcpDirectory } from "../../src/dcp/completeness.js";
 import { readDcpMetadata } from "../../src/dcp/metadata.js";
 import { inspectPath } from "../../src/inspect.js";
 
-let root: string;
-let fixtures: Record<string, DcpFixture>;
-
-beforeAll(async () => {
-  root = await testdir("ckpt-real-dcp-");
-  fixtures = await makeDcpFixtures(root, torch2Python(), [1, 2, 4]);
-}, DCP_FIXTURE_TIMEOUT_MS);
-
-/** A damaged copy of a fixture (the originals stay intact for the other tests). */
-async function copyOf(name: string): Promise<string> {
-  const dir = join(await testdir("ckpt-real-dcp-copy-"), name);
-  await cp(join(root, name), dir, { recursive: true });
-  return dir;
-}
+const dcp = realDcpFixtures([1, 2, 4], "ckpt-real-dcp-");
 
 describe.each(["ranks1", "ranks2", "ranks4"])("torch 2.13 DCP on %s", (name) => {
   test("the reader agrees with torch's reading of .metadata", async () => {
-    const want = fixtures[name]!;
-    const metadata = await readDcpMetadata(join(root, name));
+    const want = dcp.fixtures[name]!;
+    const metadata = await readDcpMetadata(join(dcp.root, name));
     expect(
       metadata.tensors.map(({ fqn, torchDtype, shape, chunks }) => ({
         fqn,
@@ -54,9 +35,9 @@ describe.each(["ranks1", "ranks2", "ranks4"])("torch 2.13 DCP on %s", (name) => 
   });
 
   test("the directory is complete and inspect lists every tensor with its global shape", async () => {
-    expect(await checkDcpDirectory(join(root, name))).toMatchObject({ ok: true, problems: [] });
-    const report = await inspectPath(join(root, name));
-    const want = fixtures[name]!;
+    expect(await checkDcpDirectory(join(dcp.root, name))).toMatchObject({ ok: true, problems: [] });
+    const report = await inspectPath(join(dcp.root, name));
+    const want = dcp.fixtures[name]!;
     expect(report).toMatchObject({ kind: "dcp", problems: [] });
     expect(report.tensors.map((t) => [t.name, t.shape])).toEqual(want.tensors.map((t) => [t.fqn, t.shape]));
     expect(
@@ -66,30 +47,30 @@ describe.each(["ranks1", "ranks2", "ranks4"])("torch 2.13 DCP on %s", (name) => 
 });
 
 test("what each run wrote: nested state, bytes entries, uneven DTensor shards, FSDP2 + AdamW state", () => {
-  const fqns = (name: string) => fixtures[name]!.tensors.map((t) => t.fqn);
+  const fqns = (name: string) => dcp.fixtures[name]!.tensors.map((t) => t.fqn);
   expect(fqns("ranks1")).toContain("model.blocks.1.w");
-  expect(fixtures.ranks1!.tensors.map((t) => t.dtype)).toEqual(
+  expect(dcp.fixtures.ranks1!.tensors.map((t) => t.dtype)).toEqual(
     expect.arrayContaining(["bfloat16", "float16", "int64", "bool", "complex64"]),
   );
-  expect(fixtures.ranks1!.bytes.map((b) => b.fqn)).toEqual(["config.lr", "config.name", "blob"]);
-  expect(fixtures.ranks2!.tensors.find((t) => t.fqn === "rows")!.chunks.map((c) => c.sizes)).toEqual([
+  expect(dcp.fixtures.ranks1!.bytes.map((b) => b.fqn)).toEqual(["config.lr", "config.name", "blob"]);
+  expect(dcp.fixtures.ranks2!.tensors.find((t) => t.fqn === "rows")!.chunks.map((c) => c.sizes)).toEqual([
     [3, 3],
     [2, 3],
   ]);
-  expect(fixtures.ranks2!.tensors.find((t) => t.fqn === "cols")!.chunks.map((c) => c.offsets)).toEqual([
+  expect(dcp.fixtures.ranks2!.tensors.find((t) => t.fqn === "cols")!.chunks.map((c) => c.offsets)).toEqual([
     [0, 0],
     [0, 3],
   ]);
-  expect(Object.keys(fixtures.ranks4!.files)).toHaveLength(4);
+  expect(Object.keys(dcp.fixtures.ranks4!.files)).toHaveLength(4);
   expect(fqns("ranks4")).toEqual(
     expect.arrayContaining(["model.0.weight", "optim.state.0.weight.exp_avg_sq"]),
   );
-  expect(fixtures.ranks4!.tensors.find((t) => t.fqn === "model.0.weight")!.chunks).toHaveLength(4);
+  expect(dcp.fixtures.ranks4!.tensors.find((t) => t.fqn === "model.0.weight")!.chunks).toHaveLength(4);
 });
 
 describe("a damaged copy of real torch 2.13 output is reported by name", () => {
   test("a missing shard names the first chunk it held", async () => {
-    const dir = await copyOf("ranks4");
+    const dir = await dcp.copy("ranks4");
     await rm(join(dir, "__2_0.distcp"));
     const { ok, problems } = await checkDcpDirectory(dir);
     expect(ok).toBe(false);
@@ -108,8 +89,8 @@ describe("a damaged copy of real torch 2.13 output is reported by name", () => {
   });
 
   test("a truncated shard names the first piece past its end", async () => {
-    const dir = await copyOf("ranks2");
-    const rows = fixtures.ranks2!.tensors.find((t) => t.fqn === "rows")!;
+    const dir = await dcp.copy("ranks2");
+    const rows = dcp.fixtures.ranks2!.tensors.find((t) => t.fqn === "rows")!;
     const second = rows.chunks[1]!.storage!;
     await truncate(join(dir, second.relativePath), second.offset + 10);
     const { problems } = await checkDcpDirectory(dir);
@@ -124,7 +105,7 @@ describe("a damaged copy of real torch 2.13 output is reported by name", () => {
   });
 
   test("an extra shard left beside the metadata is named", async () => {
-    const dir = await copyOf("ranks2");
+    const dir = await dcp.copy("ranks2");
     await cp(join(dir, "__1_0.distcp"), join(dir, "__7_0.distcp"));
     const { problems } = await checkDcpDirectory(dir);
     expect(problems.map(({ code, file }) => ({ code, file }))).toEqual([

@@ -152,7 +152,7 @@ export class LocalPrimary implements Primary {
     const upload = this.announce(
       iteration,
       kind === "full"
-        ? await archiveFullCheckpoint(dir, uri, access)
+        ? await archiveFullCheckpoint(dir, uri, access, config.roles)
         : await archiveArtifact(dir, uri, access),
     );
     if (mode === "strict" && upload.status === "failed") {
