@@ -190,7 +190,7 @@ class FileStore implements ObjectStore {
     addAbortSignal(signal, stream);
     const dir = dirname(final);
     await this.confine("write", key, dir);
-    await this.checkRoom(key, size);
+    if (size !== undefined) await this.checkRoom(key, size);
     const path = join(dir, `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`);
     const handle: FileHandle = await this.inDirectory(dir, () => open(path, "wx", 0o644));
     try {
