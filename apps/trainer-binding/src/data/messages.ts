@@ -20,7 +20,7 @@ const uri = z
   .min(1)
   .max(4096)
   .regex(
-    /^(s3|gs|file|memory):\/\/[^/]+\/.*[^/]$/,
+    /^(s3|gs|file|memory):\/\/[^/]*\/.*[^/]$/,
     "a store URI naming one object (scheme://bucket/.../name)",
   );
 const offset = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
