@@ -8,7 +8,6 @@ import { z } from "zod";
  * byte range as frames, then `{size}`; `digest` streams an object through SHA-256 in the data
  * process and gets `{size, sha256}`; `head` gets `{size}`. A failure is `{ok: false, error: {code, kind, message}}`.
  */
-export const DATA_PROTOCOL = "ckpt-data/1";
 
 /** The longest frame either side sends: bounds what one read holds. */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
