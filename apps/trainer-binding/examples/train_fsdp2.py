@@ -32,7 +32,15 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from ckpt_dcp import HashingFileSystemReader, HashingFileSystemWriter, inventory_of, refusal_of  # noqa: E402
+from ckpt_dcp import (  # noqa: E402
+    DataProcess,
+    DirectReader,
+    DirectWriter,
+    HashingFileSystemReader,
+    HashingFileSystemWriter,
+    inventory_of,
+    refusal_of,
+)
 from ckpt_trainer_client import RankGroup, Sidecar, fsync_file  # noqa: E402
 
 FEATURES, HIDDEN, BATCH = 32, 64, 16
@@ -55,6 +63,13 @@ def parse_args():
     p.add_argument("--kill-at-step", type=int, default=0,
                    help="SIGKILL every rank when this step begins (tests: an interruption between saves)")
     p.add_argument("--result", default=None, help="rank 0 writes {step, digest, resumed_from} here at the end")
+    p.add_argument("--bucket", default=None,
+                   help="save straight to this bucket (checkpoint_store.backend object_store): every rank streams "
+                        "its shards through its own `ckpt-trainer data` process, nothing is written locally")
+    p.add_argument("--credentials", default=None, help="the store's credentials file (default: the environment)")
+    p.add_argument("--kill-mid-save", type=int, default=0,
+                   help="SIGKILL every rank inside the save of this step, after the model's shards and before the "
+                        "optimizer's (tests: an interrupted save)")
     return p.parse_args()
 
 
@@ -92,10 +107,16 @@ def digest(model):
     return h.hexdigest()
 
 
-def save(group, plan, model, optimizer, step, rank):
+def save(group, plan, model, optimizer, step, rank, data, kill_mid_save):
     model_state, optim_state = get_state_dict(model, optimizer)
-    writers = {name: HashingFileSystemWriter(plan.targets[name]) for name in SHARDED}
+    if data is None:
+        writers = {name: HashingFileSystemWriter(plan.targets[name]) for name in SHARDED}
+    else:
+        writers = {name: DirectWriter(plan.targets[name], data) for name in SHARDED}
     dcp.save(model_state, storage_writer=writers["model"])
+    if step == kill_mid_save:
+        log(rank, "SIGKILL inside the save of step %d" % step)
+        os.kill(os.getpid(), signal.SIGKILL)
     dcp.save(optim_state, storage_writer=writers["optim"])
     if rank == 0:
         for name in ("trainer", "data"):
@@ -105,9 +126,12 @@ def save(group, plan, model, optimizer, step, rank):
     log(rank, "committed %s at step %d (%s)" % (plan.kind, step, outcome.get("status")))
 
 
-def reader(point, name, rank):
-    """The hashing reader of a component; a checkpoint committed before its digests were recorded
-    (an older sidecar) is read with the stock reader, and says so."""
+def reader(point, name, rank, data):
+    """The hashing reader of a component (in place on the store when saving direct); a local
+    checkpoint committed before its digests were recorded (an older sidecar) is read with the
+    stock reader, and says so."""
+    if data is not None:
+        return DirectReader.from_resume(point, name, data)
     try:
         return HashingFileSystemReader.from_manifest(point.iter_dir, name)
     except Exception as error:  # noqa: BLE001 - only DCP_DIGEST_MISSING falls back
@@ -118,10 +142,10 @@ def reader(point, name, rank):
         return FileSystemReader(point.components[name])
 
 
-def load(point, model, optimizer, rank):
+def load(point, model, optimizer, rank, data):
     model_state, optim_state = get_state_dict(model, optimizer)
-    dcp.load(model_state, storage_reader=reader(point, "model", rank))
-    dcp.load(optim_state, storage_reader=reader(point, "optim", rank))
+    dcp.load(model_state, storage_reader=reader(point, "model", rank, data))
+    dcp.load(optim_state, storage_reader=reader(point, "optim", rank, data))
     set_state_dict(model, optimizer, model_state_dict=model_state, optim_state_dict=optim_state)
     return torch.load(point.components["trainer"], weights_only=True)["step"]
 
@@ -133,14 +157,19 @@ def main():
     dist.init_process_group("gloo")
     mesh = init_device_mesh("cpu", (world,))
     group = RankGroup.over_torch_distributed(rank, world, Sidecar.spawn() if rank == 0 else None)
-    group.open({"save_every": args.save_every, "resume": "auto", "checkpoint_format": "dcp", "save_async": False},
-               args.output_root, args.project, args.group, args.name)
+    config = {"save_every": args.save_every, "resume": "auto", "checkpoint_format": "dcp", "save_async": False}
+    data = None
+    if args.bucket is not None:
+        config["checkpoint_store"] = {"backend": "object_store", "bucket": args.bucket,
+                                      **({} if args.credentials is None else {"credentials": args.credentials})}
+        data = DataProcess.spawn(credentials=args.credentials)  # on every rank: each streams its own shards
+    group.open(config, args.output_root, args.project, args.group, args.name)
 
     model, optimizer = build(args.seed, mesh)
     point = group.resume()
     step = 0
     if point.kind == "checkpoint":
-        step = load(point, model, optimizer, rank)
+        step = load(point, model, optimizer, rank, data)
         log(rank, "resumed from %s (step %d)" % (point.iter_dir, step))
     while step < args.steps:
         if step + 1 == args.kill_at_step:
@@ -151,12 +180,14 @@ def main():
         stop = group.should_stop()
         plan = group.begin_save(step, final=step == args.steps, emergency=stop.stop)
         if plan is not None:
-            save(group, plan, model, optimizer, step, rank)
+            save(group, plan, model, optimizer, step, rank, data, args.kill_mid_save)
         if stop.stop:
             log(rank, "stopping at step %d: %s" % (step, stop.reason))
             break
     final = digest(model)
     group.finalize()
+    if data is not None:
+        data.close()
     if rank == 0 and args.result:
         with open(args.result, "w") as f:
             json.dump({"step": step, "digest": final, "resumed_from": point.iter_dir}, f)

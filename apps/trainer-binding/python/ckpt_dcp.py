@@ -26,18 +26,35 @@ using the client alone.
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
+import shlex
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from torch.distributed.checkpoint.filesystem import FileSystem, FileSystemReader, FileSystemWriter, _StorageInfo
+from torch.distributed.checkpoint.filesystem import (
+    FileSystem,
+    FileSystemBase,
+    FileSystemReader,
+    FileSystemWriter,
+    _StorageInfo,
+)
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 __all__ = [
     "CkptDcpError",
+    "DataProcess",
+    "DirectReader",
+    "DirectWriter",
     "HashingFileSystemReader",
     "HashingFileSystemWriter",
     "inventory_of",
@@ -172,12 +189,16 @@ class HashingFileSystemWriter(FileSystemWriter):
 
     def __init__(self, path, *args, **kwargs):
         super().__init__(path, *args, **kwargs)
-        self.fs = _HashingFileSystem()
+        self.fs = self._new_fs()
         self.inventory = None
+
+    def _new_fs(self):
+        """The file system of one save: it records ``(size, sha256)`` of each file it writes in ``written``."""
+        return _HashingFileSystem()
 
     def reset(self, checkpoint_id=None):
         super().reset(checkpoint_id)
-        self.fs = _HashingFileSystem()
+        self.fs = self._new_fs()
         self.inventory = None
 
     def write_data(self, plan, planner):
@@ -284,18 +305,351 @@ class HashingFileSystemReader(FileSystemReader):
         against the per-file digests its description (``DESCRIPTION_FILES``) records."""
         paths = [os.path.join(iter_dir, name) for name in DESCRIPTION_FILES]
         manifest_path = next((p for p in paths if os.path.exists(p)), paths[0])
+        entry_path, expected = _recorded_digests(manifest_path, component)
+        return cls(os.path.join(iter_dir, entry_path), expected, *args, **kwargs)
+
+
+def _recorded_digests(manifest_path, component):
+    """(the component's path, {file name: sha256}) of directory component ``component`` in a
+    description or artifact manifest; refused when it is unreadable or a file has no digest."""
+    try:
+        with open(manifest_path, encoding="utf-8") as f:
+            manifest = json.load(f)
+        entry = next(c for c in manifest["physical_components"] if c["name"] == component and c["kind"] == "dir")
+        files = entry["files"]
+    except (OSError, ValueError, KeyError, TypeError, StopIteration) as error:
+        raise CkptDcpError("DCP_MANIFEST_UNREADABLE", "%s: cannot read the directory component %r from it (%s)"
+                           % (manifest_path, component, error)) from error
+    unhashed = [f["path"] for f in files if "sha256" not in f]
+    if unhashed:
+        raise CkptDcpError("DCP_DIGEST_MISSING", "%s records no digest for %s of %r: they were not hashed as "
+                           "they were written, or the sidecar that committed them does not record inventories. "
+                           "Load them with FileSystemReader" % (manifest_path, ", ".join(unhashed[:5]), component))
+    return entry["path"], {f["path"]: f["sha256"] for f in files}
+
+
+# --- Direct object-store primary: DCP bytes go to the rank's local `ckpt-trainer data` process,
+# which uploads them through @ckpt/object-store (multipart, retries) and hashes them on the way.
+
+_FRAME = struct.Struct(">I")
+# Frames sent to the data process: at most its MAX_FRAME_BYTES (16 MiB).
+_MAX_FRAME = 16 << 20
+# What one ranged read asks for: a DCP read of many small items needs few round trips.
+_RANGE_READ = 8 << 20
+
+
+class DataProcess:
+    """One rank's ``ckpt-trainer data`` process (every rank, on every host, runs its own): the
+    DCP writer and reader of a direct object-store primary talk to it over an owner-only unix
+    socket. It holds the store's credentials (``credentials`` file, else the environment's
+    ``AWS_*``); no secret crosses the socket. It ends when this process closes its stdin, so a
+    SIGKILLed rank leaves no data process behind::
+
+        data = DataProcess.spawn(credentials=None)
+        writer = DirectWriter(save.targets["model"], data)
+    """
+
+    def __init__(self, socket_path, process, directory):
+        self.socket_path = socket_path
+        self._process = process
+        self._directory = directory
+
+    @classmethod
+    def spawn(cls, credentials=None, command=None, timeout=60.0):
+        """Start ``$CKPT_TRAINER_BIN data --socket ...`` (default ``ckpt-trainer``) and wait for its socket."""
+        directory = tempfile.mkdtemp(prefix="ckpt-data-")
+        path = os.path.join(directory, "data.sock")
+        if command is None:
+            command = shlex.split(os.environ.get("CKPT_TRAINER_BIN", "ckpt-trainer"))
+        argv = list(command) + ["data", "--socket", path] + ([] if credentials is None else ["--credentials", credentials])
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                shutil.rmtree(directory, ignore_errors=True)
+                raise CkptDcpError("DCP_DATA_PROCESS_FAILED", "%s did not start serving %s (exit %s); see its log on "
+                                   "stderr" % (" ".join(argv[:-2]), path, process.returncode))
+            time.sleep(0.02)
+        return cls(path, process, directory)
+
+    def connect(self):
+        return _DataConnection(self.socket_path)
+
+    def close(self):
+        self._process.stdin.close()
+        self._process.wait()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_exc):
+        self.close()
+        return False
+
+
+class _DataConnection:
+    """One connection to the data process; requests on it run one after another."""
+
+    def __init__(self, path):
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._sock.connect(path)
+        self._reader = self._sock.makefile("rb")
+
+    def send_header(self, **request):
+        self._sock.sendall(json.dumps(request, separators=(",", ":")).encode("utf-8") + b"\n")
+
+    def send_frame(self, data):
+        view = memoryview(data).cast("B")
+        for at in range(0, len(view), _MAX_FRAME):
+            piece = view[at:at + _MAX_FRAME]
+            self._sock.sendall(_FRAME.pack(len(piece)))
+            self._sock.sendall(piece)
+
+    def end_body(self):
+        self._sock.sendall(_FRAME.pack(0))
+
+    def read_frames_into(self, target):
+        """Every frame until the end frame, appended to ``target`` (a bytearray)."""
+        while True:
+            header = self._reader.read(4)
+            if len(header) < 4:
+                raise CkptDcpError("DCP_DATA_PROCESS_FAILED", "the data process closed the connection mid-answer")
+            (length,) = _FRAME.unpack(header)
+            if length == 0:
+                return
+            target += self._reader.read(length)
+
+    def result(self, what):
+        line = self._reader.readline()
+        if not line:
+            raise CkptDcpError("DCP_DATA_PROCESS_FAILED", "%s: the data process closed the connection (see its log)" % what)
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            error = answer.get("error") or {}
+            raise CkptDcpError(error.get("code", "INTERNAL"), "%s: %s" % (what, error.get("message", "")))
+        return answer["result"]
+
+    def request(self, what, **request):
+        self.send_header(**request)
+        return self.result(what)
+
+    def get(self, uri, start, end):
+        self.send_header(op="get", uri=uri, start=start, end=end)
+        data = bytearray()
+        self.read_frames_into(data)
+        self.result("get %s [%d, %d)" % (uri, start, end))
+        return data
+
+    def close(self):
+        for closing in (self._reader, self._sock):
+            try:
+                closing.close()
+            except OSError:
+                pass
+
+
+class _UploadStream:
+    """A write-only stream whose bytes go, frame by frame, to one object: the data process uploads
+    them as they come (nothing is held whole on either side) and answers with the size and SHA-256
+    of what it stored. An upload not finished (an exception in the writer) is never stored."""
+
+    def __init__(self, data, uri):
+        self._uri = uri
+        self._conn = data.connect()
+        self._conn.send_header(op="put", uri=uri)
+        self.size = 0
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        self._conn.send_frame(view)
+        self.size += len(view)
+        return len(view)
+
+    def writable(self):
+        return True
+
+    def tell(self):
+        return self.size
+
+    def seek(self, *_args):
+        raise CkptDcpError("DCP_WRITE_NOT_SEQUENTIAL", "%s: a DCP writer tried to seek; an object is written in "
+                           "one pass. Use the stock serialization format" % self._uri)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        # DCP closes the stream inside the `with`; the upload is finished (or abandoned) at its end.
+        pass
+
+    def finish(self):
+        """Ends the body; the (size, sha256) the data process stored."""
         try:
-            with open(manifest_path, encoding="utf-8") as f:
-                manifest = json.load(f)
-            entry = next(c for c in manifest["physical_components"] if c["name"] == component and c["kind"] == "dir")
-            files = entry["files"]
-        except (OSError, ValueError, KeyError, TypeError, StopIteration) as error:
-            raise CkptDcpError("DCP_MANIFEST_UNREADABLE", "%s: cannot read the directory component %r from it (%s)"
-                               % (manifest_path, component, error)) from error
-        unhashed = [f["path"] for f in files if "sha256" not in f]
-        if unhashed:
-            raise CkptDcpError("DCP_DIGEST_MISSING", "%s records no digest for %s of %r: they were not hashed as "
-                               "they were written, or the sidecar that committed them does not record inventories. "
-                               "Load them with FileSystemReader" % (manifest_path, ", ".join(unhashed[:5]), component))
-        expected = {f["path"]: f["sha256"] for f in files}
-        return cls(os.path.join(iter_dir, entry["path"]), expected, *args, **kwargs)
+            self._conn.end_body()
+            stored = self._conn.result("put %s" % self._uri)
+        finally:
+            self._conn.close()
+        if stored["size"] != self.size:
+            raise CkptDcpError("DCP_DATA_PROCESS_FAILED", "put %s: %d bytes written, %d stored"
+                               % (self._uri, self.size, stored["size"]))
+        return stored["size"], stored["sha256"]
+
+    def abandon(self):
+        self._conn.close()
+
+
+class _RangedObject(io.RawIOBase):
+    """A seekable read-only view of one object: each read is a ranged GET through the data process."""
+
+    def __init__(self, conn, uri, size):
+        self._conn = conn
+        self._uri = uri
+        self._size = size
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer):
+        end = min(self._pos + len(buffer), self._size)
+        if end <= self._pos:
+            return 0
+        data = self._conn.get(self._uri, self._pos, end)
+        buffer[:len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+def _name_of(path):
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
+class _DirectFileSystem(FileSystemBase):
+    """DCP's storage calls on store URIs, through the data process. A put is atomic (no partial
+    object is ever visible), so DCP's ``.metadata.tmp`` is uploaded under its final name and the
+    rename that follows only moves the digest record. Writes record ``(size, sha256)`` by file
+    name in ``written``; reads of a file with a recorded digest first have the data process stream
+    it once through SHA-256 (``DCP_DIGEST_MISMATCH`` names a damaged file before any of it is used)."""
+
+    def __init__(self, data, expected=None):
+        self._data = data
+        self._expected = expected
+        self._lock = threading.Lock()
+        self._verified = set()
+        self.written = {}
+
+    def init_path(self, path):
+        return str(path).rstrip("/")
+
+    def concat_path(self, path, suffix):
+        return "%s/%s" % (str(path).rstrip("/"), suffix)
+
+    @contextmanager
+    def create_stream(self, path, mode):
+        uri = str(path)
+        if mode == "wb":
+            if uri.endswith(".metadata.tmp"):
+                uri = uri[:-len(".tmp")]
+            stream = _UploadStream(self._data, uri)
+            try:
+                yield stream
+            except BaseException:
+                stream.abandon()
+                raise
+            record = stream.finish()
+            with self._lock:
+                self.written[_name_of(path)] = record
+            return
+        conn = self._data.connect()
+        try:
+            size = self._verify(conn, uri)
+            yield io.BufferedReader(_RangedObject(conn, uri, size), buffer_size=_RANGE_READ)
+        finally:
+            conn.close()
+
+    def _verify(self, conn, uri):
+        """The object's size, after its digest is checked against the recorded one (once per file)."""
+        name = _name_of(uri)
+        with self._lock:
+            verified = name in self._verified
+        if self._expected is None or verified:
+            return conn.request("head %s" % uri, op="head", uri=uri)["size"]
+        expected = self._expected.get(name)
+        if expected is None:
+            raise CkptDcpError("DCP_DIGEST_MISSING", "%s: no recorded digest for this object; resume from a checkpoint "
+                               "saved with DirectWriter" % uri)
+        found = conn.request("digest %s" % uri, op="digest", uri=uri)
+        if found["sha256"] != expected:
+            raise CkptDcpError("DCP_DIGEST_MISMATCH", "%s: SHA-256 %s, but %s was recorded when it was uploaded; the "
+                               "object changed since. Resume from another checkpoint" % (uri, found["sha256"], expected))
+        with self._lock:
+            self._verified.add(name)
+        return found["size"]
+
+    def rename(self, path, new_path):
+        with self._lock:
+            record = self.written.pop(_name_of(path), None)
+            if record is not None:
+                self.written[_name_of(new_path)] = record
+
+    def mkdir(self, path):
+        pass
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        return "://" in str(checkpoint_id)
+
+    def exists(self, path):
+        # Only asked for `.metadata` before it is replaced: a put replaces it anyway.
+        return False
+
+    def rm_file(self, path):
+        pass
+
+
+class DirectWriter(HashingFileSystemWriter):
+    """The DCP writer of a direct object-store primary: ``path`` is the save's store URI of a
+    component (``save.targets["model"]``), ``data`` this rank's ``DataProcess``. Each file streams
+    to the store as it is written (no local copy); ``inventory`` on the coordinator lists what the
+    data process stored, as ``HashingFileSystemWriter``'s does, for ``commit``."""
+
+    def __init__(self, path, data, *args, **kwargs):
+        self._data = data
+        kwargs.setdefault("sync_files", False)  # nothing local to fsync: a completed put is durable
+        super().__init__(path, *args, **kwargs)
+        self.path = self.fs.init_path(path)
+
+    def _new_fs(self):
+        return _DirectFileSystem(self._data)
+
+
+class DirectReader(FileSystemReader):
+    """The DCP reader of a direct object-store primary: ranged GETs in place (the tree is never
+    downloaded), each object checked against ``expected`` ({file name: sha256}) before use."""
+
+    def __init__(self, path, data, expected, *args, **kwargs):
+        super().__init__(path, *args, **kwargs)
+        self.fs = _DirectFileSystem(data, dict(expected))
+        self.path = self.fs.init_path(path)
+
+    @classmethod
+    def from_resume(cls, point, component, data, *args, **kwargs):
+        """The reader of ``component`` of a resume point on a direct primary, checked against the
+        digests of the checkpoint's description (cached by the sidecar beside ``trainer.pt``)."""
+        description = os.path.join(os.path.dirname(point.components["trainer"]), DESCRIPTION_FILES[0])
+        _path, expected = _recorded_digests(description, component)
+        return cls(point.components[component], data, expected, *args, **kwargs)

@@ -2,6 +2,7 @@ import type { Readable, Writable } from "node:stream";
 import yargs from "yargs";
 import { TrainerBindingError } from "./errors.js";
 import { PYTHON_CLIENT_DIR, serverVersion } from "./package-files.js";
+import { serveData } from "./data/server.js";
 import { serveConnection } from "./protocol/connection.js";
 import { keepAliveThroughSignals, serveSocket } from "./serve.js";
 import { SidecarSession } from "./session.js";
@@ -64,6 +65,43 @@ export async function runTrainerBin(argv: readonly string[], io: BinIo): Promise
               code = 1;
             }
           }
+        } finally {
+          release();
+        }
+      },
+    )
+    .command(
+      "data",
+      "Serve one rank's DCP bytes to and from the object store (ckpt_dcp's direct writer and reader); ends when stdin closes",
+      (y) =>
+        y
+          .option("socket", {
+            type: "string",
+            demandOption: true,
+            describe: "Listen on this unix socket path (owner-only; must not exist)",
+          })
+          .option("credentials", {
+            type: "string",
+            describe: "The store's credentials file (default: the environment's AWS_* variables)",
+          })
+          .example(
+            "ckpt-trainer data --socket /tmp/ckpt-data-$RANK.sock",
+            "spawned by each rank (ckpt_dcp.DataProcess.spawn), which holds its stdin",
+          ),
+      async (args) => {
+        const release = keepAliveThroughSignals();
+        const stdinClosed = new Promise<void>((resolve) => {
+          io.stdin
+            .on("end", resolve)
+            .on("close", resolve)
+            .on("error", () => resolve());
+          io.stdin.resume();
+        });
+        try {
+          await serveData(args.socket, stdinClosed, {
+            log,
+            ...(args.credentials === undefined ? {} : { credentials: args.credentials }),
+          });
         } finally {
           release();
         }

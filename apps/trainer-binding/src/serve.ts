@@ -1,5 +1,5 @@
 import { chmod, lstat, unlink } from "node:fs/promises";
-import { createServer, type Socket } from "node:net";
+import { createServer, type Server, type Socket } from "node:net";
 import { TrainerBindingError } from "./errors.js";
 import { type RequestHandler, serveConnection, toWireError } from "./protocol/connection.js";
 import { encodeResponse } from "./protocol/messages.js";
@@ -33,31 +33,62 @@ async function pathExists(path: string): Promise<boolean> {
 }
 
 /**
+ * Listens on a unix socket only this user may use: the path must not exist (the socket file is the
+ * server's own and the returned close removes it), it is created under an owner-only umask (bind
+ * happens inside listen), and its mode is set again in case the platform ignores umask.
+ */
+export async function listenOwnerOnly(server: Server, path: string): Promise<() => Promise<void>> {
+  if (await pathExists(path)) {
+    throw new TrainerBindingError(
+      "SOCKET_EXISTS",
+      `--socket ${path}: the path exists. Another ckpt-trainer may be listening there; if not, remove it and retry`,
+      { kind: "refused" },
+    );
+  }
+  const umask = process.umask(0o177);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(path, () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+  } finally {
+    process.umask(umask);
+  }
+  try {
+    await chmod(path, 0o600);
+  } catch (error) {
+    server.close();
+    await unlink(path).catch(() => {});
+    throw error;
+  }
+  return () =>
+    new Promise<void>((resolve) => {
+      server.close();
+      unlink(path)
+        .catch(() => {})
+        .then(() => resolve());
+    });
+}
+
+/**
  * Serves sessions on a unix socket, one connection at a time: a second client meanwhile gets one
  * PROTOCOL_BUSY error line and is closed. A session that goes away without finalizing frees the
  * socket for the next client (a restarted trainer); the first finalized session ends the server.
- * The socket file is this server's own: it refuses a path that exists and removes it on exit.
  */
 export async function serveSocket(
   path: string,
   factory: HandlerFactory,
   log: (line: string) => void,
 ): Promise<void> {
-  if (await pathExists(path)) {
-    throw new TrainerBindingError(
-      "SOCKET_EXISTS",
-      `serve --socket ${path}: the path exists. Another sidecar may be listening there; if not, remove it and retry`,
-      { kind: "refused" },
-    );
-  }
   let busy = false;
-  await new Promise<void>((resolve, reject) => {
-    const server = createServer();
+  const server = createServer();
+  let close: () => Promise<void> = async () => {};
+  const ended = new Promise<void>((resolve, reject) => {
     const finish = (error?: unknown) => {
-      server.close();
-      unlink(path)
-        .catch(() => {})
-        .then(() => (error === undefined ? resolve() : reject(error)));
+      close().then(() => (error === undefined ? resolve() : reject(error)));
     };
     server.on("error", (error) => finish(error));
     server.on("connection", (socket: Socket) => {
@@ -82,15 +113,7 @@ export async function serveSocket(
         (error: unknown) => finish(error),
       );
     });
-    // Only this user may drive the sidecar: the socket is created owner-only (bind happens inside
-    // listen, under this umask), and the mode is set again in case the platform ignores umask.
-    const umask = process.umask(0o177);
-    try {
-      server.listen(path, () => {
-        chmod(path, 0o600).catch((error: unknown) => finish(error));
-      });
-    } finally {
-      process.umask(umask);
-    }
   });
+  close = await listenOwnerOnly(server, path);
+  await ended;
 }

@@ -17,7 +17,13 @@ type Outcomes = Record<string, { ok: boolean; detail: string }>;
  * One vitest case per test of `module`, run by `python` (an interpreter path, or a function giving
  * it, called only in a run that keeps torch-tagged tests).
  */
-export function pythonSuite(title: string, module: string, python: string | (() => string)): void {
+export function pythonSuite(
+  title: string,
+  module: string,
+  python: string | (() => string),
+  /** More environment for the run, asked for when it starts (after the file's beforeAll). */
+  extraEnv: () => Record<string, string> = () => ({}),
+): void {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build @ckpt/trainer-binding first`);
   const env = {
     ...process.env,
@@ -43,7 +49,7 @@ export function pythonSuite(title: string, module: string, python: string | (() 
     const dir = await testdir(`ckpt-${module}-`);
     const file = join(dir, "outcomes.json");
     const run = spawnSync(interpreter(), [join(HERE, "run_tests.py"), file, module], {
-      env: { ...env, TMPDIR: dir },
+      env: { ...env, ...extraEnv(), TMPDIR: dir },
       encoding: "utf8",
       timeout: 600_000,
     });

@@ -53,7 +53,9 @@ export function describeShortfall(shortfall: SpaceShortfall): string {
 }
 
 /** A write the disk stopped part-way, in the words every no-space message uses. */
-export function describeUnfinishedWrite(path: string, remaining: number): string {
+export function describeUnfinishedWrite(path: string, remaining: number | undefined): string {
+  // A stream of unknown length (remaining undefined) cannot say how much was left.
+  if (remaining === undefined) return `the disk filled while writing ${path}`;
   return `the disk filled while writing ${path}, ${remaining} bytes still to write`;
 }
 

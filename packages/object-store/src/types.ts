@@ -51,11 +51,17 @@ export interface PutOptions extends CallOptions {
   readonly onProgress?: (bytesSent: number) => void;
 }
 
-/** A payload: bytes in memory, a local file (read with positioned reads), or a sized stream. */
+/**
+ * A payload: bytes in memory, a local file (read with positioned reads), or a stream. A stream
+ * without `size` is written as it arrives (a writer that learns its size only at the end): on S3
+ * it is held and sent in one request while it stays under the multipart threshold, else uploaded
+ * part by part (at most 10,000 parts of `partSize`); GCS takes it as a resumable upload. It is
+ * read once, so a failed upload is not retried whole (parts are).
+ */
 export type PutBody =
   | Uint8Array
   | { readonly path: string }
-  | { readonly stream: Readable; readonly size: number };
+  | { readonly stream: Readable; readonly size?: number };
 
 export interface GetOptions extends CallOptions {
   /**

@@ -144,6 +144,23 @@ export function describeStoreContract(name: string, makeStore: () => Promise<Sto
         expect((await readAll(await store.get("streamed"))).equals(all)).toBe(true);
       });
 
+      it("uploads an unsized stream body, under and past the multipart threshold, part by part", async () => {
+        const small = [randomBytes(100), randomBytes(7)];
+        const info = await store.put("unsized-small", { stream: Readable.from(small) });
+        expect(info.size).toBe(107);
+        expect((await readAll(await store.get("unsized-small"))).equals(Buffer.concat(small))).toBe(true);
+        // 5 MiB parts (the S3 minimum), a threshold of 1 MiB: three parts, the last one short.
+        const big = Array.from({ length: 11 }, () => randomBytes(1024 * 1024 + 17));
+        const all = Buffer.concat(big);
+        const options = { multipartThreshold: 1024 * 1024, partSize: 5 * 1024 * 1024 };
+        const bigInfo = await store.put("unsized-big", { stream: Readable.from(big) }, options);
+        expect(bigInfo.size).toBe(all.length);
+        const back = await readAll(await store.get("unsized-big"));
+        expect(back.length).toBe(all.length);
+        expect(back.equals(all)).toBe(true);
+        expect((await store.head("unsized-big"))?.size).toBe(all.length);
+      });
+
       it("refuses a stream that delivers fewer bytes than declared, leaving nothing behind", async () => {
         const p = store.put("short", { stream: Readable.from([randomBytes(10)]), size: 20 });
         await expect(p).rejects.toMatchObject({ code: "STORE_INTEGRITY" });

@@ -329,7 +329,7 @@ export class CheckpointManager {
   private async commit(session: SaveSession, options: CommitOptions): Promise<CommitReport> {
     const { plan, step } = session;
     if (plan.kind === "artifact") {
-      const record = await this.primary.commitArtifact(session);
+      const record = await this.primary.commitArtifact(session, options);
       this.cover(step, "artifact", plan.components);
       const upload = await this.primary.archive("artifact", step, "best_effort");
       return this.report(session, record, false, "none", upload, undefined);

@@ -55,7 +55,7 @@ export interface Primary {
    * returns whether the iteration is already committed (only a confirmation remains).
    */
   prepareSave(save: Pick<SaveSession, "step" | "plan" | "dir">, writer: boolean): Promise<boolean>;
-  commitArtifact(session: SaveSession): Promise<CommitRecord>;
+  commitArtifact(session: SaveSession, options: CommitOptions): Promise<CommitRecord>;
   commitFull(session: SaveSession, options: CommitOptions): Promise<FullCommit>;
   /** The archive upload of a committed iteration (never throws unless `strict`). */
   archive(kind: "full" | "artifact", iteration: number, mode: ArchiveMode): Promise<UploadOutcome>;

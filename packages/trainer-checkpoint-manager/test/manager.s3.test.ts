@@ -31,22 +31,34 @@ async function readObject(s: ObjectStore, key: string): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** What the trainer's ranks do: DCP shards and `.metadata` in place, trainer.pt staged locally. */
+type Inventory = Array<{ path: string; size: number; sha256: string }>;
+
+/**
+ * What the trainer's ranks do: DCP shards and `.metadata` in place, trainer.pt staged locally.
+ * Returns what a hashing writer would report: each uploaded file, relative to the save directory.
+ */
 async function writeDirect(
   targets: ComponentTargets,
   dcp: ReadonlyArray<"model" | "optim" | "old"> = ["model", "optim"],
-): Promise<void> {
+): Promise<Inventory> {
+  const inventory: Inventory = [];
   for (const name of dcp) {
     const target = targets[name];
     if (target === undefined) continue;
     const s = await store(target);
-    await s.put("__0_0.distcp", randomBytes(2048));
-    await s.put(".metadata", Buffer.from(`dcp metadata of ${name}`));
+    for (const [file, bytes] of [
+      ["__0_0.distcp", randomBytes(2048)],
+      [".metadata", Buffer.from(`dcp metadata of ${name}`)],
+    ] as const) {
+      await s.put(file, bytes);
+      inventory.push({ path: `${name}/${file}`, size: bytes.byteLength, sha256: sha256Hex(bytes) });
+    }
   }
   if (targets.trainer !== undefined) {
     await mkdir(dirname(targets.trainer), { recursive: true });
     await writeFile(targets.trainer, `trainer state ${targets.trainer}`);
   }
+  return inventory;
 }
 
 const directConfig = (extra: Record<string, unknown> = {}) => ({
@@ -246,6 +258,92 @@ describe("direct object-store primary (real S3)", () => {
     await manager.finalize();
     const { manager: again } = await openDirect(root, "direct-h", extra);
     await expect(again.resolveResume()).rejects.toMatchObject({ code: "MANAGER_COLD_RESTART_OVER_ARTIFACT" });
+  });
+});
+
+describe("direct primary: the writer's digests bound in the records", () => {
+  it("a full checkpoint's generation holds its description with every shard's digest; resume refuses a shard of another size", async () => {
+    const root = await tempRoot();
+    const { manager } = await openDirect(root, "direct-d1");
+    const plan = manager.planSave(1, { cadence: true })!;
+    const session = await manager.beginSave(1, plan);
+    // A leftover of an interrupted earlier try that this save did not write: not described.
+    await (await store(session.targets.model!)).put("__9_0.distcp", randomBytes(16));
+    const inventory = await writeDirect(session.targets);
+    const outcome = await manager.commitSave(session, { inventory });
+    expect(outcome.status).toBe("committed");
+    await manager.finalize();
+    const rootStore = await store(manager.checkpointsRoot);
+    const manifest = CONTROL_MANIFEST.parse(
+      await readObject(rootStore, "iter_000000001/.posttrain-manifest.json"),
+    );
+    const description = JSON.parse(
+      (
+        await readObject(
+          rootStore,
+          `iter_000000001/.posttrain/generations/${manifest.control_generation}/.posttrain-checkpoint.json`,
+        )
+      ).toString(),
+    );
+    const model = description.physical_components.find((c: { name: string }) => c.name === "model");
+    expect(model.files).toEqual(
+      inventory
+        .filter((e) => e.path.startsWith("model/"))
+        .map((e) => ({ ...e, path: e.path.slice(6) }))
+        .sort((a, b) => (a.path < b.path ? -1 : 1)),
+    );
+
+    const { manager: resumed } = await openDirect(root, "direct-d1");
+    const decision = await resumed.resolveResume();
+    if (decision.kind !== "checkpoint") throw new Error(`expected a checkpoint, got ${decision.reason}`);
+    // The description is handed to the reader beside trainer.pt.
+    const cached = await readFile(join(dirname(decision.components.trainer!), ".posttrain-checkpoint.json"));
+    expect(JSON.parse(cached.toString())).toEqual(description);
+    await resumed.finalize();
+
+    await rootStore.put("iter_000000001/optim/__0_0.distcp", randomBytes(100));
+    const { manager: damaged } = await openDirect(root, "direct-d1");
+    await expect(damaged.resolveResume()).rejects.toMatchObject({
+      message: expect.stringContaining("optim/__0_0.distcp has 100 bytes, described 2048"),
+    });
+  });
+
+  it("refuses an inventory naming a shard the store does not hold, before any control write", async () => {
+    const root = await tempRoot();
+    const { manager } = await openDirect(root, "direct-d2");
+    const plan = manager.planSave(1, { cadence: true })!;
+    const session = await manager.beginSave(1, plan);
+    const inventory = await writeDirect(session.targets);
+    const missing = { path: "model/__1_0.distcp", size: 5, sha256: "a".repeat(64) };
+    await expect(manager.commitSave(session, { inventory: [...inventory, missing] })).rejects.toMatchObject({
+      code: "MANAGER_INVENTORY_INVALID",
+    });
+    const rootStore = await store(manager.checkpointsRoot);
+    expect(await rootStore.head("iter_000000001/.posttrain-manifest.json")).toBeUndefined();
+  });
+
+  it("a direct artifact written with digests carries the archive declaration binding its manifest", async () => {
+    const root = await tempRoot();
+    const extra = { checkpoint_components: ["model"] };
+    const { manager } = await openDirect(root, "direct-d3", extra);
+    const plan = manager.planSave(5, { cadence: true })!;
+    const session = await manager.beginSave(5, plan);
+    const inventory = await writeDirect(session.targets, ["model"]);
+    await manager.commitSave(session, { inventory });
+    const artifacts = await store(session.dir);
+    const manifestBytes = await readObject(artifacts, ".posttrain-checkpoint-artifact.json");
+    const declaration = JSON.parse((await readObject(artifacts, ".posttrain-archive.json")).toString());
+    expect(declaration).toMatchObject({
+      schema: "posttrain.artifact-archive.v1",
+      manifest_sha256: sha256Hex(manifestBytes),
+      manifest_size: manifestBytes.byteLength,
+    });
+    expect(declaration.files.map((f: { path: string }) => f.path)).toEqual([
+      ".posttrain-checkpoint-artifact.json",
+      "model/.metadata",
+      "model/__0_0.distcp",
+    ]);
+    await manager.finalize();
   });
 });
 

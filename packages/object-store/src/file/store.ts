@@ -263,7 +263,7 @@ class FileStore implements ObjectStore {
   ): Promise<{ dir: HeldDirectory; temp: WrittenTemp }> {
     // A file is read in place (no buffer allocated per chunk); other bodies arrive as streams.
     let source: AsyncIterable<Uint8Array>;
-    let size: number;
+    let size: number | undefined;
     let stopSource = () => {};
     if (!(body instanceof Uint8Array) && "path" in body) {
       size = await bodySize(body, key);
@@ -279,7 +279,8 @@ class FileStore implements ObjectStore {
     let dir: HeldDirectory;
     let handle: FileHandle;
     try {
-      await this.checkRoom(key, size);
+      // An unsized stream cannot be checked ahead; a full disk part-way is mapped below.
+      if (size !== undefined) await this.checkRoom(key, size);
       ({ held: dir, value: handle } = await this.inDirectory("write", key, dirname(final), (held) =>
         open(held.at(name), "wx", 0o644),
       ));
@@ -317,7 +318,7 @@ class FileStore implements ObjectStore {
           "write",
           key,
           this.uri,
-          `${errnoCode(error)}: ${describeUnfinishedWrite(final, size - written)}`,
+          `${errnoCode(error)}: ${describeUnfinishedWrite(final, size === undefined ? undefined : size - written)}`,
           error,
         );
       }

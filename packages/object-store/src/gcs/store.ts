@@ -162,7 +162,7 @@ async function put(
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
-  if (!isMultipart(size, options)) {
+  if (size !== undefined && !isMultipart(size, options)) {
     const held = await wholeBody(body, size, subject);
     if (metadata.sha256 !== undefined) {
       const actual = createHash("sha256").update(held).digest("hex");
@@ -212,7 +212,7 @@ async function put(
     );
   }
   const info = infoFrom(key, f.metadata);
-  if (info.size !== size) {
+  if (size !== undefined && info.size !== size) {
     throw new ObjectStoreError(
       "STORE_INTEGRITY",
       `put ${subject}: GCS stored ${info.size} bytes but the body declared ${size}. Was the file changed while it was uploaded?`,

@@ -17,13 +17,18 @@ export const DEFAULT_CONCURRENCY = 4;
 /** Bytes per read of a streamed file body: large enough that per-chunk costs vanish. */
 const FILE_STREAM_CHUNK = 512 * 1024;
 
-/** Whether a put of `size` bytes goes multipart (above the caller's or the default threshold). */
-export function isMultipart(size: number, options: PutOptions | undefined): boolean {
-  return size > (options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD);
+/** Bytes above which a put goes multipart: the caller's threshold or the default. */
+export function multipartThreshold(options: PutOptions | undefined): number {
+  return options?.multipartThreshold ?? DEFAULT_MULTIPART_THRESHOLD;
 }
 
-/** The size of a body in bytes (a file is stat'ed). `subject` names the object in errors. */
-export async function bodySize(body: PutBody, subject: string): Promise<number> {
+/** Whether a put of `size` bytes goes multipart (above the caller's or the default threshold). */
+export function isMultipart(size: number, options: PutOptions | undefined): boolean {
+  return size > multipartThreshold(options);
+}
+
+/** The size of a body in bytes (a file is stat'ed; undefined for an unsized stream). `subject` names the object in errors. */
+export async function bodySize(body: PutBody, subject: string): Promise<number | undefined> {
   if (body instanceof Uint8Array) return body.byteLength;
   if ("path" in body) {
     try {
@@ -41,6 +46,7 @@ export async function bodySize(body: PutBody, subject: string): Promise<number> 
       );
     }
   }
+  if (body.size === undefined) return undefined;
   if (!Number.isSafeInteger(body.size) || body.size < 0) {
     throw new ObjectStoreError(
       "STORE_INTEGRITY",
@@ -52,7 +58,10 @@ export async function bodySize(body: PutBody, subject: string): Promise<number> 
 }
 
 /** A put body as a stream of bytes plus the size it declares (a file is stat'ed). */
-export async function openBody(subject: string, body: PutBody): Promise<{ stream: Readable; size: number }> {
+export async function openBody(
+  subject: string,
+  body: PutBody,
+): Promise<{ stream: Readable; size: number | undefined }> {
   const size = await bodySize(body, subject);
   if (body instanceof Uint8Array) return { stream: Readable.from([Buffer.from(body)]), size };
   if ("path" in body)
@@ -110,18 +119,18 @@ export function digestMismatch(subject: string, got: string, declared: string): 
 export async function* checkedChunks(
   subject: string,
   source: AsyncIterable<Uint8Array>,
-  size: number,
+  size: number | undefined,
   sha256: string | undefined,
 ): AsyncGenerator<Uint8Array> {
   const hash = createHash("sha256");
   let got = 0;
   for await (const bytes of source) {
     got += bytes.byteLength;
-    if (got > size) throw sizeMismatch(subject, got, size);
+    if (size !== undefined && got > size) throw sizeMismatch(subject, got, size);
     hash.update(bytes);
     yield bytes;
   }
-  if (got !== size) throw sizeMismatch(subject, got, size);
+  if (size !== undefined && got !== size) throw sizeMismatch(subject, got, size);
   const digest = hash.digest("hex");
   if (sha256 !== undefined && digest !== sha256) throw digestMismatch(subject, digest, sha256);
 }
@@ -168,11 +177,14 @@ function unlent(bytes: Buffer): PartLease {
   return { bytes, release: () => {}, discard: () => {} };
 }
 
-/** Collect a stream into parts of exactly `partSize` bytes (the last may be shorter). */
+/**
+ * Collect a stream into parts of exactly `partSize` bytes (the last may be shorter). An unsized
+ * stream (`size` undefined) fills whole part buffers and hands out a view of the last one's bytes.
+ */
 async function* streamParts(
   stream: Readable,
   partSize: number,
-  size: number,
+  size: number | undefined,
   subject: string,
   allocate: PartAllocator,
 ): AsyncGenerator<PartLease> {
@@ -184,9 +196,9 @@ async function* streamParts(
     for await (const chunk of stream) {
       let data = asBuffer(chunk);
       total += data.byteLength;
-      if (total > size) throw sizeMismatch(subject, total, size);
+      if (size !== undefined && total > size) throw sizeMismatch(subject, total, size);
       while (data.byteLength > 0) {
-        current ??= await allocate(Math.min(partSize, size - yielded));
+        current ??= await allocate(size === undefined ? partSize : Math.min(partSize, size - yielded));
         const copied = data.copy(current.bytes, filled);
         filled += copied;
         data = data.subarray(copied);
@@ -199,12 +211,13 @@ async function* streamParts(
         }
       }
     }
-    if (total !== size) throw sizeMismatch(subject, total, size);
+    if (size !== undefined && total !== size) throw sizeMismatch(subject, total, size);
   } catch (error) {
     current?.discard();
     throw error;
   }
-  if (size === 0) yield unlent(Buffer.alloc(0));
+  if (current !== undefined) yield { ...current, bytes: current.bytes.subarray(0, filled) };
+  else if (total === 0) yield unlent(Buffer.alloc(0));
 }
 
 /**
@@ -214,12 +227,13 @@ async function* streamParts(
  */
 export async function* bodyParts(
   body: PutBody,
-  size: number,
+  size: number | undefined,
   partSize: number,
   subject: string,
   allocate: PartAllocator,
 ): AsyncGenerator<PartLease> {
   if (body instanceof Uint8Array) {
+    size = body.byteLength;
     for (let offset = 0; offset < size || (size === 0 && offset === 0); offset += partSize) {
       yield unlent(Buffer.from(body.buffer, body.byteOffset + offset, Math.min(partSize, size - offset)));
       if (size === 0) return;
@@ -227,8 +241,9 @@ export async function* bodyParts(
     return;
   }
   if ("path" in body) {
-    for (let offset = 0; offset < size; offset += partSize) {
-      const part = await allocate(Math.min(partSize, size - offset));
+    const fileSize = size ?? (await bodySize(body, subject)) ?? 0;
+    for (let offset = 0; offset < fileSize; offset += partSize) {
+      const part = await allocate(Math.min(partSize, fileSize - offset));
       try {
         await readInto(body.path, offset, part.bytes, subject);
       } catch (error) {
@@ -240,6 +255,35 @@ export async function* bodyParts(
     return;
   }
   yield* streamParts(body.stream, partSize, size, subject, allocate);
+}
+
+/**
+ * The first bytes of an unsized stream, up to `limit`: `ended` when the stream ended within them
+ * (the whole body, to send in one request), else a stream of every byte (the held ones first) to
+ * send part by part.
+ */
+export async function holdUpTo(
+  stream: Readable,
+  limit: number,
+): Promise<{ ended: true; bytes: Buffer } | { ended: false; stream: Readable }> {
+  const held: Buffer[] = [];
+  let total = 0;
+  const iterator = stream[Symbol.asyncIterator]();
+  for (;;) {
+    const next = await iterator.next();
+    if (next.done) return { ended: true, bytes: Buffer.concat(held, total) };
+    const chunk = asBuffer(next.value);
+    held.push(chunk);
+    total += chunk.byteLength;
+    if (total > limit) {
+      const rest = async function* () {
+        yield* held;
+        for (let more = await iterator.next(); !more.done; more = await iterator.next())
+          yield asBuffer(more.value);
+      };
+      return { ended: false, stream: Readable.from(rest(), { objectMode: false }) };
+    }
+  }
 }
 
 /** The whole body in memory; used for single-request uploads (at most the multipart threshold). */

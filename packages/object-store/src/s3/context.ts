@@ -50,7 +50,8 @@ export interface Upload {
   readonly name: string;
   readonly subject: string;
   readonly body: PutBody;
-  readonly size: number;
+  /** Undefined for an unsized stream (multipart only): the size is what arrived. */
+  readonly size: number | undefined;
   readonly metadata: Record<string, string>;
   readonly options: PutOptions | undefined;
 }

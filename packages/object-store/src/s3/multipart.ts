@@ -40,7 +40,7 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal, subject: stri
  */
 export async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
   const { key, name, subject, body, size, metadata, options } = upload;
-  const partSize = effectivePartSize(size, options?.partSize);
+  const partSize = effectivePartSize(size ?? 0, options?.partSize);
   const concurrency = Math.max(1, options?.concurrency ?? DEFAULT_CONCURRENCY);
   const { sdk, client } = await ctx.load();
   const created = await retrying(ctx, "start multipart upload of", subject, options, (abortSignal) =>
@@ -163,7 +163,7 @@ export async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo
         { abortSignal },
       ),
     );
-    return putInfo(key, size, metadata, done.ETag);
+    return putInfo(key, size ?? sent, metadata, done.ETag);
   } catch (error) {
     // Best effort: an abandoned upload only costs storage until the bucket's lifecycle rule.
     await client

@@ -2,7 +2,15 @@ import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import { ObjectStoreError } from "../errors.js";
-import { bodySize, digestMismatch, isMultipart, verifiedFileStream, wholeBody } from "../internal/body.js";
+import {
+  bodySize,
+  digestMismatch,
+  holdUpTo,
+  isMultipart,
+  multipartThreshold,
+  verifiedFileStream,
+  wholeBody,
+} from "../internal/body.js";
 import { remoteGet } from "../internal/get.js";
 import { lazy } from "../internal/lazy.js";
 import { DEFAULT_PART_BUFFER_BYTES, PartBuffers } from "../internal/parts.js";
@@ -165,12 +173,14 @@ async function createIfAbsent(
   );
 }
 
+type SizedUpload = Upload & { readonly size: number };
+
 /**
  * A file is streamed afresh on every attempt, hashed on the way, and its last chunk is held back
  * until the digest matches (see `verifiedFileStream`): one read pass, and a file rewritten after
  * it was hashed is never stored. Other bodies (at most the threshold) are held once and checked.
  */
-async function singlePut(ctx: Ctx, upload: Upload): Promise<ObjectInfo> {
+async function singlePut(ctx: Ctx, upload: SizedUpload): Promise<ObjectInfo> {
   const { key, name, subject, body, size, metadata, options } = upload;
   const headers = wireHeaders(metadata, options);
   let etag: string | string[] | undefined;
@@ -218,8 +228,17 @@ async function put(
   const subject = `${ctx.uri}/${key}`;
   const metadata = putMetadata(subject, options);
   const size = await bodySize(body, subject);
-  const upload: Upload = { key, name, subject, body, size, metadata, options };
-  return isMultipart(size, options) ? multipartPut(ctx, upload) : singlePut(ctx, upload);
+  if (size === undefined && !(body instanceof Uint8Array) && "stream" in body) {
+    // An unsized stream: held whole while it stays under the threshold, else sent part by part.
+    const start = await holdUpTo(body.stream, multipartThreshold(options));
+    if (start.ended) {
+      const held = start.bytes;
+      return singlePut(ctx, { key, name, subject, body: held, size: held.byteLength, metadata, options });
+    }
+    return multipartPut(ctx, { key, name, subject, body: { stream: start.stream }, size, metadata, options });
+  }
+  const upload: SizedUpload = { key, name, subject, body, size: size ?? 0, metadata, options };
+  return isMultipart(upload.size, options) ? multipartPut(ctx, upload) : singlePut(ctx, upload);
 }
 
 async function get(ctx: Ctx, key: string, options: GetOptions | undefined): Promise<Readable> {

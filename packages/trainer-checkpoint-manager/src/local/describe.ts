@@ -195,13 +195,22 @@ export interface InventoryEntry {
   readonly sha256: string;
 }
 
-function inventoryInvalid(dir: string, entry: InventoryEntry, why: string): ManagerError {
+export function inventoryInvalid(dir: string, entry: InventoryEntry, why: string): ManagerError {
   return new ManagerError(
     "MANAGER_INVENTORY_INVALID",
     `commit ${dir}: the writer's inventory lists ${JSON.stringify(entry.path)}, ${why}. ` +
       "List each file the save wrote by its path relative to the save's directory, with the size and SHA-256 it was written with.",
     { kind: "refused", subject: dir },
   );
+}
+
+/** Refuses an inventory entry whose path is not safe and relative or whose digest is malformed. */
+export function checkInventoryEntry(dir: string, entry: InventoryEntry): void {
+  const problem = pathProblem(entry.path);
+  if (problem !== undefined)
+    throw inventoryInvalid(dir, entry, `which is not a safe relative path (${problem.reason})`);
+  if (!/^[0-9a-f]{64}$/.test(entry.sha256))
+    throw inventoryInvalid(dir, entry, "whose SHA-256 is not 64 lower-case hex digits");
 }
 
 /**
@@ -215,11 +224,7 @@ export async function checkInventory(
 ): Promise<Map<string, string>> {
   const digests = new Map<string, string>();
   for (const entry of inventory) {
-    const problem = pathProblem(entry.path);
-    if (problem !== undefined)
-      throw inventoryInvalid(dir, entry, `which is not a safe relative path (${problem.reason})`);
-    if (!/^[0-9a-f]{64}$/.test(entry.sha256))
-      throw inventoryInvalid(dir, entry, "whose SHA-256 is not 64 lower-case hex digits");
+    checkInventoryEntry(dir, entry);
     const info = await lstat(join(dir, entry.path)).catch(() => undefined);
     if (info === undefined || !info.isFile())
       throw inventoryInvalid(dir, entry, "which is not a regular file there");

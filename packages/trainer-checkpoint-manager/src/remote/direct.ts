@@ -2,7 +2,9 @@ import { randomBytes } from "node:crypto";
 import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  ARCHIVE_DECLARATION,
   ARTIFACT_MANIFEST,
+  CHECKPOINT_DESCRIPTION,
   CONTROL_MANIFEST,
   LATEST_POINTER,
   type ArtifactManifest,
@@ -12,6 +14,7 @@ import {
   type DcpComponent,
   type FileEntry,
   formatIterDir,
+  LOGICAL_COMPONENTS,
   type LogicalComponent,
   type PhysicalComponent,
   parseIterDir,
@@ -25,10 +28,12 @@ import type { CommitRecord } from "../local/commit.js";
 import { type FullCommit, type Primary, UPLOAD_DISABLED } from "../primary.js";
 import { VALIDATION_STATE_SCHEMA, validationPublicationName, validationRecord } from "../records.js";
 import type { PointerState } from "../resume/decide.js";
-import type { ManagerEvent, SaveSession, UploadOutcome, ValidationState } from "../types.js";
+import type { CommitOptions, ManagerEvent, SaveSession, UploadOutcome, ValidationState } from "../types.js";
+import { bindDcpFiles, type ListedComponent } from "./bind.js";
 import type { WriterLease } from "./lease.js";
 import {
   controlProblems,
+  generationDescriptionKey,
   head,
   keyIn,
   MAX_CONTROL_BYTES,
@@ -43,6 +48,19 @@ async function presentComponents(store: ObjectStore, iterKey: string): Promise<D
   for (const c of DCP_COMPONENTS)
     if ((await head(store, keyIn(iterKey, `${c}/.metadata`))) !== undefined) present.push(c);
   return present;
+}
+
+/** A DCP component's objects, paths relative to the component. */
+async function listComponent(store: ObjectStore, iterKey: string, c: DcpComponent): Promise<ListedComponent> {
+  const prefix = `${iterKey}/${c}/`;
+  const files: Array<{ path: string; size: number }> = [];
+  try {
+    for await (const info of store.list(prefix))
+      files.push({ path: info.key.slice(prefix.length), size: info.size });
+  } catch (error) {
+    throw storeFailure("list", `${store.uri}/${prefix}`, error);
+  }
+  return { name: c, files };
 }
 
 async function readControlFile(path: string, what: string): Promise<Uint8Array> {
@@ -216,7 +234,11 @@ export class DirectPrimary implements Primary {
    * control manifest by conditional create, then the pointer. A manifest that appeared meanwhile
    * is confirmed when it records the same plan and refused as plan drift otherwise.
    */
-  private async commitControl(iteration: number, pending: boolean): Promise<DirectCommit> {
+  private async commitControl(
+    iteration: number,
+    pending: boolean,
+    inventory: CommitOptions["inventory"],
+  ): Promise<DirectCommit> {
     const iterKey = formatIterDir(iteration);
     const iterUri = `${this.root.uri}/${iterKey}`;
     await this.lease?.check();
@@ -250,9 +272,31 @@ export class DirectPrimary implements Primary {
       trainer: entry("trainer.pt", trainer),
       data: data === undefined ? null : entry("data.pt", data),
     };
+    const listed = await Promise.all(components.map((c) => listComponent(this.root, iterKey, c)));
+    const bound = bindDcpFiles(iterUri, listed, inventory ?? []);
+    const description = CHECKPOINT_DESCRIPTION.serialize({
+      schema: CHECKPOINT_DESCRIPTION.version,
+      iteration,
+      format: "dcp",
+      logical_components: [...LOGICAL_COMPONENTS],
+      physical_components: [
+        ...components.map(
+          (c): PhysicalComponent => ({ name: c, kind: "dir", path: c, files: bound.get(c)! }),
+        ),
+        ...(["trainer", "data"] as const).flatMap((name): PhysicalComponent[] => {
+          const e = control[name];
+          return e === null
+            ? []
+            : [{ name, kind: "file", path: `${name}.pt`, size: e.size, sha256: e.sha256 }];
+        }),
+      ],
+      producer: this.producer,
+    });
     await this.create(this.root, keyIn(iterKey, control.trainer.path), trainer);
     if (data !== undefined && control.data !== null)
       await this.create(this.root, keyIn(iterKey, control.data.path), data);
+    // Before the manifest, in the generation it names: a retry's new generation never races it.
+    await this.create(this.root, keyIn(iterKey, generationDescriptionKey(generation)), description);
     let validation: string | null = null;
     if (pending) {
       validation = validationPublicationName(1, "evaluation_pending");
@@ -326,6 +370,7 @@ export class DirectPrimary implements Primary {
   private async commitArtifactAt(
     iteration: number,
     plan: readonly LogicalComponent[],
+    inventory: CommitOptions["inventory"],
   ): Promise<DirectCommit> {
     const store = this.artifacts;
     const iterKey = formatIterDir(iteration);
@@ -353,14 +398,9 @@ export class DirectPrimary implements Primary {
     if (plan.includes("model")) dirs.push("model");
     if (plan.includes("optimizer")) dirs.push("optim");
     if (plan.includes("training_state")) dirs.push(...(["old", "ref"] as const));
+    const written: ListedComponent[] = [];
     for (const c of dirs) {
-      const files: Array<{ path: string; size: number }> = [];
-      try {
-        for await (const info of store.list(`${iterKey}/${c}/`))
-          files.push({ path: info.key.slice(`${iterKey}/${c}/`.length), size: info.size });
-      } catch (error) {
-        throw storeFailure("list", `${iterUri}/${c}/`, error);
-      }
+      const { files } = await listComponent(store, iterKey, c);
       const required = c === "model" || c === "optim";
       if (!files.some((f) => f.path === ".metadata")) {
         if (!required && files.length === 0) continue;
@@ -373,13 +413,10 @@ export class DirectPrimary implements Primary {
           },
         );
       }
-      physical.push({
-        name: c,
-        kind: "dir",
-        path: c,
-        files: files.sort((a, b) => (a.path < b.path ? -1 : 1)),
-      });
+      written.push({ name: c, files });
     }
+    const bound = bindDcpFiles(iterUri, written, inventory ?? []);
+    for (const { name } of written) physical.push({ name, kind: "dir", path: name, files: bound.get(name)! });
     if (plan.includes("training_state")) {
       const staged = this.stagedDir("artifact", iteration);
       for (const name of ["trainer", "data"] as const) {
@@ -405,6 +442,7 @@ export class DirectPrimary implements Primary {
       producer: this.producer,
     };
     const bytes = ARTIFACT_MANIFEST.serialize(manifest);
+    await this.declare(store, iterKey, bytes, physical);
     await this.lease?.check();
     if ((await this.create(store, keyIn(iterKey, ARTIFACT_MANIFEST.fileName), bytes)) === "exists") {
       throw new ManagerError(
@@ -418,6 +456,48 @@ export class DirectPrimary implements Primary {
     }
     await removeOwned(this.stagedDir("artifact", iteration));
     return { uri: iterUri, manifestSha256: sha256Hex(bytes), confirmed: false };
+  }
+
+  /**
+   * The archive declaration a publish would write, when every file has its digest (the writer's
+   * inventory): it binds the manifest's bytes, so `ckpt artifact fetch` and `materialize-hf
+   * --artifact-uri` prove every shard. Written before the manifest; an earlier try's is replaced
+   * (nothing committed refers to it until the manifest exists).
+   */
+  private async declare(
+    store: ObjectStore,
+    iterKey: string,
+    manifestBytes: Uint8Array,
+    physical: readonly PhysicalComponent[],
+  ): Promise<void> {
+    const files: FileEntry[] = [];
+    for (const c of physical) {
+      const entries =
+        c.kind === "file"
+          ? [{ ...c, path: c.path }]
+          : c.files.map((f) => ({ ...f, path: `${c.path}/${f.path}` }));
+      for (const e of entries) {
+        if (e.sha256 === undefined) return;
+        files.push({ path: e.path, size: e.size, sha256: e.sha256 });
+      }
+    }
+    files.push({
+      path: ARTIFACT_MANIFEST.fileName,
+      size: manifestBytes.byteLength,
+      sha256: sha256Hex(manifestBytes),
+    });
+    const declaration = ARCHIVE_DECLARATION.serialize({
+      schema: ARCHIVE_DECLARATION.version,
+      manifest_sha256: sha256Hex(manifestBytes),
+      manifest_size: manifestBytes.byteLength,
+      files,
+    });
+    const key = keyIn(iterKey, ARCHIVE_DECLARATION.fileName);
+    try {
+      await store.put(key, declaration, { sha256: sha256Hex(declaration) });
+    } catch (error) {
+      throw storeFailure("write", `${store.uri}/${key}`, error);
+    }
   }
 
   /** The newest committed artifact in the sibling prefix. */
@@ -483,17 +563,17 @@ export class DirectPrimary implements Primary {
     return alreadyCommitted;
   }
 
-  async commitArtifact(session: SaveSession): Promise<CommitRecord> {
-    const done = await this.commitArtifactAt(session.step, session.plan.components);
+  async commitArtifact(session: SaveSession, options: CommitOptions): Promise<CommitRecord> {
+    const done = await this.commitArtifactAt(session.step, session.plan.components, options.inventory);
     return { path: `${done.uri}/${ARTIFACT_MANIFEST.fileName}`, sha256: done.manifestSha256, bytes: 0 };
   }
 
   /** Commits the save's control generation, or (an earlier try committed it) only confirms the pointer. */
-  async commitFull(session: SaveSession): Promise<FullCommit> {
+  async commitFull(session: SaveSession, options: CommitOptions): Promise<FullCommit> {
     const pending = session.plan.validation === "pending" && !session.alreadyCommitted;
     const done = session.alreadyCommitted
       ? await this.confirm(session.step)
-      : await this.commitControl(session.step, pending);
+      : await this.commitControl(session.step, pending, options.inventory);
     return {
       record: { path: `${done.uri}/${CONTROL_MANIFEST.fileName}`, sha256: done.manifestSha256, bytes: 0 },
       pointer: `${this.root.uri}/${LATEST_POINTER.fileName}`,

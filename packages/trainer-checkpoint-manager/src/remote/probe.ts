@@ -3,7 +3,10 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  type ArtifactManifest,
+  CHECKPOINT_DESCRIPTION,
   CONTROL_MANIFEST,
+  controlGenerationDir,
   type ControlManifest,
   MAX_RECORD_BYTES,
   parseIterDir,
@@ -20,6 +23,10 @@ import type { ValidationState } from "../types.js";
 
 /** Largest control file (trainer.pt / data.pt) moved through memory: they hold clocks, RNG and cursors. */
 export const MAX_CONTROL_BYTES = MAX_RECORD_BYTES;
+
+/** The record of a control generation's files: a full checkpoint's description, beside trainer.pt. */
+export const generationDescriptionKey = (generation: string) =>
+  `${controlGenerationDir(generation)}/${CHECKPOINT_DESCRIPTION.fileName}`;
 
 export const keyIn = (iterKey: string, name: string) => (iterKey === "" ? name : `${iterKey}/${name}`);
 
@@ -81,6 +88,60 @@ export async function controlProblems(
 }
 
 /**
+ * The description a control generation holds (written before its manifest by a sidecar that
+ * records digests); undefined for a generation written without one, a problem when unreadable.
+ */
+async function readDescription(
+  store: ObjectStore,
+  iterKey: string,
+  manifest: ControlManifest,
+): Promise<{ description: ArtifactManifest; bytes: Uint8Array } | string | undefined> {
+  const key = keyIn(iterKey, generationDescriptionKey(manifest.control_generation));
+  const bytes = await readSmallObject(store, key);
+  if (bytes === undefined) return undefined;
+  try {
+    return { description: CHECKPOINT_DESCRIPTION.parse(bytes, `${store.uri}/${key}`), bytes };
+  } catch (error) {
+    return messageOf(error);
+  }
+}
+
+/**
+ * What the store lacks of a description: every described DCP file present with its size (the
+ * digests are checked by the reader as it streams each file), and the control files the ones the
+ * manifest names.
+ */
+async function describedProblems(
+  store: ObjectStore,
+  iterKey: string,
+  manifest: ControlManifest,
+  description: ArtifactManifest,
+): Promise<string[]> {
+  const problems: string[] = [];
+  for (const c of description.physical_components) {
+    if (c.kind === "file") {
+      const control = manifest.control[c.name === "data" ? "data" : "trainer"];
+      if (control === null || control.sha256 !== c.sha256 || control.size !== c.size)
+        problems.push(`${c.path} is described otherwise than the control manifest records it`);
+      continue;
+    }
+    const prefix = keyIn(iterKey, `${c.path}/`);
+    const sizes = new Map<string, number>();
+    try {
+      for await (const info of store.list(prefix)) sizes.set(info.key.slice(prefix.length), info.size);
+    } catch (error) {
+      throw storeFailure("list", `${store.uri}/${prefix}`, error);
+    }
+    for (const f of c.files) {
+      const size = sizes.get(f.path);
+      if (size === undefined) problems.push(`${c.path}/${f.path} is missing`);
+      else if (size !== f.size) problems.push(`${c.path}/${f.path} has ${size} bytes, described ${f.size}`);
+    }
+  }
+  return problems;
+}
+
+/**
  * Probes a remote iteration (`iterKey` below the store; "" when the store is rooted at it): the
  * control manifest, each component's `.metadata`, and the control files, copied to `cacheDir`
  * and checked against their descriptors. DCP components are handed out as URIs.
@@ -113,6 +174,15 @@ export async function probeRemote(
   const components: ComponentTargets = {};
   for (const c of manifest.components) components[c] = `${iterUri}/${c}/`;
   const local = join(cacheDir, iterKey === "" ? "explicit" : iterKey, manifest.control_generation);
+  const described = await readDescription(store, iterKey, manifest);
+  if (typeof described === "string") problems.push(described);
+  else if (described !== undefined) {
+    problems.push(...(await describedProblems(store, iterKey, manifest, described.description)));
+    if (problems.length === 0) {
+      await mkdir(local, { recursive: true });
+      await writeFileAtomic(join(local, CHECKPOINT_DESCRIPTION.fileName), described.bytes);
+    }
+  }
   for (const role of ["trainer", "data"] as const) {
     const entry = manifest.control[role];
     if (entry === null || problems.length > 0) continue;
