@@ -37,6 +37,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,6 +67,9 @@ __all__ = [
 DESCRIPTION_FILES = (".posttrain-checkpoint.json", ".posttrain-checkpoint-artifact.json")
 # Files are checked on read in pieces of this size: bounded memory whatever the shard's size.
 _READ_CHUNK = 8 << 20
+# Writes from this size on are hashed on a thread beside the write; smaller ones inline, where a
+# thread hand-off would cost more than it hides.
+_OVERLAP_MIN = 1 << 20
 
 
 class CkptDcpError(Exception):
@@ -110,22 +114,41 @@ class _HashedStorageInfo(_StorageInfo):
 
 class _HashingStream:
     """A write-only, append-only file stream that hashes what it writes. It has no ``seek``: a
-    writer that moved backwards would make the running digest describe other bytes."""
+    writer that moved backwards would make the running digest describe other bytes.
+
+    A large write is hashed on a thread of the stream's own while this thread writes it: a save
+    waits on the page cache's writeback most of the time, and the hash fills that wait instead of
+    adding to it. ``write`` returns only when both are done, so the caller may reuse its buffer."""
 
     def __init__(self, raw, path):
         self._raw = raw
         self._path = path
         self._sha = hashlib.sha256()
+        self._hasher = None
         self.size = 0
+
+    def _write_all(self, view):
+        done = 0
+        while done < len(view):
+            written = self._raw.write(view[done:])
+            done += len(view) - done if written is None else written
 
     def write(self, data):
         view = memoryview(data).cast("B")
-        written = self._raw.write(view)
-        written = len(view) if written is None else written
-        # hashlib drops the GIL on large buffers, so the other writer threads keep going meanwhile.
-        self._sha.update(view[:written])
-        self.size += written
-        return written
+        if len(view) < _OVERLAP_MIN:
+            self._write_all(view)
+            self._sha.update(view)
+        else:
+            if self._hasher is None:
+                self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckpt-dcp-sha256")
+            # hashlib drops the GIL on large buffers, and so does the file write: both run at once.
+            hashed = self._hasher.submit(self._sha.update, view)
+            try:
+                self._write_all(view)
+            finally:
+                hashed.result()
+        self.size += len(view)
+        return len(view)
 
     def writable(self):
         return True
@@ -144,6 +167,8 @@ class _HashingStream:
         return self._raw.fileno()
 
     def close(self):
+        if self._hasher is not None:
+            self._hasher.shutdown()
         self._raw.close()
 
     def hexdigest(self):
