@@ -1,16 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
-import {
-  type FileHandle,
-  link,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  rename,
-  rmdir,
-  unlink,
-} from "node:fs/promises";
+import { type FileHandle, link, lstat, mkdir, open, readdir, rename, rmdir, unlink } from "node:fs/promises";
 import { basename, dirname, join, relative, sep } from "node:path";
 import {
   describeRefusal,

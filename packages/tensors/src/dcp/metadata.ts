@@ -1,5 +1,4 @@
 import { describeRefusal, readRegularFile } from "@ckpt/errors";
-import { stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { DType } from "../dtypes.js";
 import { TensorsError, type TensorsErrorCode } from "../errors.js";
