@@ -10,6 +10,12 @@ import { PYTHON_CLIENT_DIR } from "../src/package-files.js";
 const HERE = join(import.meta.dirname, "python");
 /** The built sidecar, or `$CKPT_TRAINER_BIN_JS` (a pinned copy that a concurrent rebuild cannot remove). */
 const BIN = process.env.CKPT_TRAINER_BIN_JS ?? join(import.meta.dirname, "..", "dist", "bin.js");
+/**
+ * One bound for a whole module's run: its first case waits for all of them, and test_dcp spawns
+ * real gloo ranks several times over (2- and 4-rank saves, async_save, the FSDP2 example), which
+ * under a loaded CI machine has taken past ten minutes.
+ */
+const MODULE_TIMEOUT_MS = 1_200_000;
 
 type Outcomes = Record<string, { ok: boolean; detail: string }>;
 
@@ -51,7 +57,7 @@ export function pythonSuite(
     const run = spawnSync(interpreter(), [join(HERE, "run_tests.py"), file, module], {
       env: { ...env, ...extraEnv(), TMPDIR: dir },
       encoding: "utf8",
-      timeout: 600_000,
+      timeout: MODULE_TIMEOUT_MS,
     });
     log = `${run.stdout}\n${run.stderr}`;
     if (run.status !== 0) throw new Error(`the Python test driver failed:\n${log}`);
@@ -66,7 +72,7 @@ export function pythonSuite(
 
   describe(title, () => {
     for (const id of ids) {
-      it(id.replace(new RegExp(`^${module}\\.`), ""), { timeout: 600_000 }, async () => {
+      it(id.replace(new RegExp(`^${module}\\.`), ""), { timeout: MODULE_TIMEOUT_MS }, async () => {
         const outcome = (await runAll())[id];
         expect(outcome, `no outcome for ${id}\n${log}`).toBeDefined();
         expect(outcome!.ok, outcome!.detail).toBe(true);
