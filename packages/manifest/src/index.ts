@@ -44,6 +44,14 @@ export {
   logicalComponentOf,
   physicalComponentPath,
 } from "./records/artifact-manifest.js";
+export {
+  type InventoryTensor,
+  type TensorListSummary,
+  canonicalTensorList,
+  MAX_COMPONENT_TENSORS,
+  tensorListDigest,
+} from "./records/tensor-list.js";
+export { type TensorInventory, TENSOR_INVENTORY } from "./records/tensor-inventory.js";
 export { type ArchiveDeclaration, ARCHIVE_DECLARATION } from "./records/archive-declaration.js";
 export { type UploadedMarker, type UploadedMarkerRead, UPLOADED_MARKER } from "./records/uploaded.js";
 export { type StagedRecord, type StagedSource, STAGED_RECORD } from "./records/staged.js";

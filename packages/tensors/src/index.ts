@@ -63,6 +63,7 @@ export {
 } from "./hf/directory.js";
 export {
   inspectPath,
+  listTensors,
   type InspectKind,
   type InspectOptions,
   type InspectReport,

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { type ByteSource, openFileByteSource } from "@ckpt/manifest";
+import { type ByteSource, type InventoryTensor, openFileByteSource } from "@ckpt/manifest";
 import { type DcpProblem, dcpCompleteness, observeDcpSizes } from "./dcp/completeness.js";
 import { DCP_METADATA_FILE, readDcpMetadata } from "./dcp/metadata.js";
 import { dtypeSize } from "./dtypes.js";
@@ -246,4 +246,14 @@ export async function inspectPath(path: string, options: InspectOptions = {}): P
     `inspect ${path}: not a .safetensors file, a torch.save file, a Hugging Face weights directory or a DCP checkpoint directory. Point at a checkpoint file or directory.`,
     { kind: "input", file: path },
   );
+}
+
+/**
+ * The tensors a checkpoint component holds, with dtype and (global) shape, read as `inspect` reads
+ * them: a torch.save file's pickle, a DCP directory's `.metadata`; no tensor data is read. This is
+ * the list a checkpoint description summarises and `verify` recomputes.
+ */
+export async function listTensors(path: string): Promise<InventoryTensor[]> {
+  const report = await inspectPath(path);
+  return report.tensors.map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape] }));
 }

@@ -118,7 +118,7 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
   const problems: EvidenceProblem[] = [];
   const checkpointsRoot = localCheckpointsRoot(attemptDir);
   // The checkpoint resume would take is judged as `ckpt verify` judges it, digests included.
-  const pointer = await readLocalPointer(checkpointsRoot, true);
+  const pointer = await readLocalPointer(checkpointsRoot);
   const committed = await listCommittedArtifacts(attemptDir);
   const newestArtifact = committed.at(-1);
 

@@ -154,8 +154,6 @@ export class CheckpointManager {
         explicit = await probeLocalCheckpoint(resolve(resume), {
           needIteration: newestArtifact !== undefined,
           hashLegacyFile: pin !== null,
-          // A pinned resume checks every digest its pinned description records; otherwise sizes.
-          digests: pin !== null,
         });
       }
     }

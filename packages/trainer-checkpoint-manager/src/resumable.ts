@@ -38,7 +38,6 @@ export async function checkResumable(path: string, pin: string | null): Promise<
   const probe = await probeLocalCheckpoint(path, {
     needIteration: true,
     hashLegacyFile: pin !== null,
-    digests: true,
   });
   const problems = "missing" in probe ? [] : [...probe.problems, ...(probe.unreadable ?? [])];
   const newestArtifact =

@@ -131,7 +131,6 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
         : await probeLocalCheckpoint(candidate.dir, {
             needIteration: false,
             hashLegacyFile: false,
-            digests: true,
           });
     if ("missing" in probe) continue; // removed between the scan and the probe (a live run's retention)
     probes.set(candidate.dir, probe);

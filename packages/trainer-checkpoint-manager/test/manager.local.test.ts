@@ -460,7 +460,7 @@ describe("resume resolution (local)", () => {
     });
   });
 
-  it("the description records every file's SHA-256; a pinned resume checks them, an unpinned one sizes only", async () => {
+  it("the description records every file's SHA-256; pinned or not, resume checks them as verify does", async () => {
     const root = await tempRoot();
     const source = await openManager(root, { ...sync, save_every: 5, checkpoint_format: "dcp" });
     const saved = committed(await saveStep(source.manager, 5, { cadence: true }));
@@ -483,16 +483,13 @@ describe("resume resolution (local)", () => {
     const bytes = await readFile(shard);
     bytes[bytes.length - 1]! ^= 0xff;
     await writeFile(shard, bytes);
-    const unpinned = await openManager(root, { ...sync, resume: saved.dir });
-    expect(await unpinned.manager.resolveResume()).toMatchObject({ kind: "checkpoint", iteration: 5 });
-    const pinned = await openManager(root, {
-      ...sync,
-      resume: saved.dir,
-      resume_sha256: saved.manifestSha256,
-    });
-    const error = (await pinned.manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
-    expect(error.code).toBe("MANAGER_RESUME_INCOMPLETE");
-    expect(error.message).toContain("VERIFY_DIGEST_MISMATCH optim/__0_0.distcp");
+    for (const pin of [{}, { resume_sha256: saved.manifestSha256 }]) {
+      const opened = await openManager(root, { ...sync, resume: saved.dir, ...pin });
+      const error = (await opened.manager.resolveResume().catch((e: unknown) => e)) as ManagerError;
+      expect(error.code).toBe("MANAGER_RESUME_IDENTITY_MISMATCH");
+      expect(error.subject).toBe(shard);
+      expect(error.message).toContain("VERIFY_DIGEST_MISMATCH optim/__0_0.distcp");
+    }
   });
 
   it("the writer's inventory: its digests are recorded as given; a wrong size or an unsafe path is refused", async () => {

@@ -13,6 +13,11 @@ export const LOCAL_PROBLEM_CODES = [
   "VERIFY_SIZE_MISMATCH",
   /** The file's SHA-256 differs from the record's. */
   "VERIFY_DIGEST_MISMATCH",
+  /**
+   * A `.pt` file's or DCP directory's tensors (names, dtypes, shapes, read from its pickle or
+   * `.metadata`) are not the ones the checkpoint description records.
+   */
+  "VERIFY_TENSORS_MISMATCH",
   /** A file inside a component directory that the artifact manifest does not list. */
   "VERIFY_FILE_UNLISTED",
   /** A ckpt record (manifest, receipt, fetch record, control manifest, _SUCCESS, ...) cannot be read or validated. */

@@ -13,15 +13,22 @@ import {
   VALIDATION_STATE_FILE,
   type ArtifactManifest,
   artifactPayloadFiles,
+  canonicalTensorList,
   type Destination,
   hashFile,
   hashFiles,
+  type InventoryTensor,
   ManifestError,
   PHYSICAL_COMPONENTS,
+  type PhysicalComponentName,
   parseIterDir,
+  physicalComponentPath,
   pathInfo,
+  TENSOR_INVENTORY,
+  type TensorListSummary,
+  tensorListDigest,
 } from "@ckpt/manifest";
-import { type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
+import { listTensors, type TensorFileFormat, verifyDcpDirectory, verifyTensorFile } from "@ckpt/tensors";
 import { type Expectation, judgeExpectations, type LocalProblem, type Observation } from "./judge.js";
 
 /** What a local directory was judged as. */
@@ -109,6 +116,15 @@ class Inspection {
   readonly tensorFiles: Array<{ readonly rel: string; readonly format: TensorFileFormat }> = [];
   /** DCP directories to check, relative to the root. */
   readonly dcpDirs: string[] = [];
+  /** Components whose tensor list a description records, relative to the root. */
+  readonly tensorLists: Array<{
+    /** The (role) directory of the description, relative to the root: "" or `<role>/`. */
+    readonly prefix: string;
+    readonly component: PhysicalComponentName;
+    readonly kind: "file" | "dir";
+    readonly summary: TensorListSummary;
+    readonly record: string;
+  }> = [];
   receipt: Map<string, { size: number; sha256?: string }> | undefined;
   archive: Destination | undefined;
 
@@ -256,6 +272,16 @@ async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void
       ...(f.sha256 ? { sha256: f.sha256 } : {}),
       record: descriptionRel,
     });
+  }
+  for (const c of description ? description.physical_components : []) {
+    if (c.tensors !== undefined)
+      ins.tensorLists.push({
+        prefix,
+        component: c.name,
+        kind: c.kind,
+        summary: c.tensors,
+        record: descriptionRel,
+      });
   }
   const present = new Map<string, "file" | "dir">();
   for (const name of PHYSICAL_COMPONENTS) {
@@ -418,6 +444,62 @@ async function observe(
   return { observed, hashedFiles: digests.size, hashedBytes };
 }
 
+/** The first tensor where two canonical lists differ, described for a message. Pure. */
+function firstDifference(recorded: readonly InventoryTensor[], found: readonly InventoryTensor[]): string {
+  const key = (t: InventoryTensor) => `${t.name} ${t.dtype} [${t.shape.join(", ")}]`;
+  for (let i = 0; i < Math.max(recorded.length, found.length); i++) {
+    const was = recorded[i];
+    const is = found[i];
+    if (was === undefined) return `it also holds ${key(is!)}`;
+    if (is === undefined || is.name !== was.name) return `it lacks ${key(was)}`;
+    if (key(is) !== key(was)) return `the description records ${key(was)}, the file holds ${key(is)}`;
+  }
+  return "the lists differ";
+}
+
+/**
+ * Recomputes the tensor list of each component whose description records one (headers only: the
+ * pickle, `.metadata`) and compares its digest: the identity check that needs no bulk read. A
+ * component with a problem already (missing, wrong size, unreadable; not a changed digest) is
+ * left to it; one that cannot be listed is unreadable. The sidecar, when readable, names the first tensor that differs.
+ */
+async function checkTensorLists(ins: Inspection, judged: ReadonlySet<string>): Promise<void> {
+  for (const { prefix, component, kind, summary, record } of ins.tensorLists) {
+    const rel = `${prefix}${physicalComponentPath(component, kind)}`;
+    const subject = kind === "dir" ? `${rel}/.metadata` : rel;
+    if (judged.has(subject) || judged.has(rel) || (await kindAt(join(ins.root, subject))).kind !== "file")
+      continue;
+    let found: InventoryTensor[];
+    try {
+      found = await listTensors(join(ins.root, rel));
+    } catch (error) {
+      ins.problems.push({
+        code: "FILE_UNREADABLE",
+        path: subject,
+        message: `${subject}: its tensors cannot be listed: ${messageOf(error)}`,
+        ...(codeOf(error) ? { cause: codeOf(error)! } : {}),
+      });
+      continue;
+    }
+    const digest = tensorListDigest(found);
+    if (digest.sha256 === summary.sha256) continue;
+    const sidecar = await TENSOR_INVENTORY.read(join(ins.root, prefix, TENSOR_INVENTORY.fileName)).catch(
+      () => undefined,
+    );
+    const listed = sidecar?.components[component];
+    const detail =
+      listed !== undefined && tensorListDigest(listed).sha256 === summary.sha256
+        ? firstDifference(listed, canonicalTensorList(found))
+        : `${digest.count} tensors listed now, ${summary.count} recorded`;
+    ins.problems.push({
+      code: "VERIFY_TENSORS_MISMATCH",
+      path: subject,
+      record,
+      message: `${subject} does not hold the tensors ${record} records for ${component}: ${detail}`,
+    });
+  }
+}
+
 /** Opens every `.pt` component (scans as asked) and checks every DCP directory. */
 async function checkTensors(ins: Inspection): Promise<void> {
   const { finite, crc, onProgress, signal } = ins.options;
@@ -466,6 +548,12 @@ async function finish(
   const { observed, hashedFiles, hashedBytes } = await observe(ins);
   const judged = judgeExpectations(ins.expectations, observed, ins.receipt, UPLOADED_MARKER.fileName);
   await checkTensors(ins);
+  // After the structure checks, so a file they found unreadable or a missing one is not reported twice.
+  // A changed digest is not: the tensor list then says what changed.
+  const judgedPaths = [...ins.problems, ...judged.problems].filter(
+    (p) => p.code !== "VERIFY_DIGEST_MISMATCH",
+  );
+  await checkTensorLists(ins, new Set(judgedPaths.map((p) => p.path)));
   const problems = [...ins.problems, ...judged.problems];
   return {
     kind,

@@ -12,6 +12,7 @@ import {
   textSchema,
 } from "./common.js";
 import { ARTIFACT_MANIFEST_FILE } from "./names.js";
+import { tensorListSummarySchema } from "./tensor-list.js";
 
 export const ARTIFACT_MANIFEST_VERSION = "posttrain.checkpoint-artifact.v1";
 
@@ -56,6 +57,8 @@ const physicalFileSchema = z.strictObject({
   size: sizeSchema,
   /** Absent when the writer did not hash it; the publisher adds it before archiving. */
   sha256: sha256Schema.optional(),
+  /** A `.pt` file's tensors (count and digest of the list, see TENSOR_INVENTORY); absent in older records. */
+  tensors: tensorListSummarySchema.optional(),
 });
 
 const physicalDirectorySchema = z.strictObject({
@@ -64,6 +67,8 @@ const physicalDirectorySchema = z.strictObject({
   path: safeRelativePathSchema,
   /** Every file of the directory, paths relative to the directory itself. */
   files: inventorySchema(sizedFileEntrySchema).min(1),
+  /** A DCP directory's tensors from its `.metadata` (global shapes); absent in older records. */
+  tensors: tensorListSummarySchema.optional(),
 });
 
 const physicalComponentSchema = z.discriminatedUnion("kind", [physicalFileSchema, physicalDirectorySchema]);

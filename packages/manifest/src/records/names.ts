@@ -13,3 +13,5 @@ export const MULTI_ROLE_SUCCESS_FILE = "_SUCCESS";
 export const LATEST_CHECKPOINT_FILE = "latest_checkpoint.txt";
 /** A full checkpoint's validation transaction; it moves on after an archive receipt recorded it. */
 export const VALIDATION_STATE_FILE = ".posttrain-validation.json";
+/** Beside a checkpoint description: the tensors (dtype, shape) of each component it summarises. */
+export const TENSOR_INVENTORY_FILE = ".posttrain-checkpoint-tensors.json";

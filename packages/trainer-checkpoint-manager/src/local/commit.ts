@@ -9,6 +9,7 @@ import {
   type LogicalComponent,
   type LoopStateValue,
   sha256Hex,
+  TENSOR_INVENTORY,
   writeFileAtomic,
 } from "@ckpt/manifest";
 import { FULL_PLAN } from "../config.js";
@@ -28,6 +29,7 @@ import {
   digestDescribed,
   fsyncDescribed,
   type InventoryEntry,
+  summariseTensors,
 } from "./describe.js";
 
 export interface CommitRecord {
@@ -51,10 +53,20 @@ function commitFailed(what: string, error: unknown, write?: { path: string; byte
   });
 }
 
+/** Writes a record file of the commit without fsyncing the directory (`sealDirectory` does, once). */
+async function writeRecord(path: string, bytes: Uint8Array): Promise<string> {
+  try {
+    return (await writeFileAtomic(path, bytes, { fsyncDirectory: false })).sha256;
+  } catch (error) {
+    throw commitFailed(`write ${path}`, error, { path, bytes: bytes.length });
+  }
+}
+
 /**
  * Describes a full (sub-)checkpoint, makes its payload durable and writes its description with
- * every file's SHA-256 (the writer's from `known`, paths relative to `dir`; the rest hashed here).
- * The directory is fsynced afterwards (`sealDirectory`), covering the payload entries and the description.
+ * every file's SHA-256 (the writer's from `known`, paths relative to `dir`; the rest hashed here)
+ * and each tensor file's tensor list summary, the lists themselves in the sidecar written first.
+ * The directory is fsynced afterwards (`sealDirectory`), covering the payload entries and the records.
  */
 async function describeAndWrite(
   dir: string,
@@ -65,15 +77,11 @@ async function describeAndWrite(
 ): Promise<CommitRecord> {
   const described = await describeComponents(dir, iteration, format, FULL_PLAN, producer);
   await fsyncDescribed(dir, described);
-  const manifest = await digestDescribed(dir, described.manifest, known);
+  const summarised = await summariseTensors(dir, await digestDescribed(dir, described.manifest, known));
+  await writeRecord(join(dir, TENSOR_INVENTORY.fileName), TENSOR_INVENTORY.serialize(summarised.inventory));
   const path = join(dir, CHECKPOINT_DESCRIPTION_FILE);
-  const bytes = checkpointDescription.serialize(manifest);
-  try {
-    const written = await writeFileAtomic(path, bytes, { fsyncDirectory: false });
-    return { path, sha256: written.sha256, bytes: described.bytes };
-  } catch (error) {
-    throw commitFailed(`write ${path}`, error, { path, bytes: bytes.length });
-  }
+  const sha256 = await writeRecord(path, checkpointDescription.serialize(summarised.manifest));
+  return { path, sha256, bytes: described.bytes };
 }
 
 async function sealDirectory(dir: string): Promise<void> {
@@ -166,12 +174,7 @@ export async function commitFullLocal(request: FullCommitRequest): Promise<Commi
       roles,
       ...(request.roles.loopState === undefined ? {} : { loop_state: { ...request.roles.loopState } }),
     });
-    try {
-      const written = await writeFileAtomic(path, bytesOut, { fsyncDirectory: false });
-      record = { path, sha256: written.sha256, bytes };
-    } catch (error) {
-      throw commitFailed(`write ${path}`, error, { path, bytes: bytesOut.length });
-    }
+    record = { path, sha256: await writeRecord(path, bytesOut), bytes };
   }
   if (request.pending) await writeValidationState(iterDir, iteration, "evaluation_pending", false);
   // One fsync makes the payload entries, the description (or _SUCCESS) and the record durable together.

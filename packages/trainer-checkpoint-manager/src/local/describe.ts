@@ -8,14 +8,20 @@ import {
   compareCodePoints,
   fsyncDirectory,
   hashFiles,
+  type InventoryTensor,
   type LogicalComponent,
+  MAX_COMPONENT_TENSORS,
   mapPool,
   PHYSICAL_COMPONENTS,
   type PhysicalComponent,
   type PhysicalComponentName,
   pathProblem,
   physicalComponentPath,
+  type TensorInventory,
+  TENSOR_INVENTORY,
+  tensorListDigest,
 } from "@ckpt/manifest";
+import { listTensors } from "@ckpt/tensors";
 import { verifyPath } from "@ckpt/verify";
 import { ManagerError, messageOf } from "../errors.js";
 import { entryKind } from "../internal/fs.js";
@@ -266,5 +272,39 @@ export async function digestDescribed(
         ? { ...c, sha256: digest(c.path) }
         : { ...c, files: c.files.map((f) => ({ ...f, sha256: digest(`${c.path}/${f.path}`) })) },
     ),
+  };
+}
+
+/** The components whose tensors a description lists: `.pt` files and DCP directories. Pure. */
+function listsTensors(c: PhysicalComponent, format: CheckpointFormat): boolean {
+  return c.kind === "file" ? c.path.endsWith(".pt") : format === "dcp";
+}
+
+/**
+ * The description with each `.pt` file's and DCP directory's tensor list summarised (count and
+ * digest), and the sidecar listing them in full. Only headers are read (the pickle, `.metadata`).
+ * A `.pt` that is not a torch.save file (the trainer's own format) and a component beyond
+ * MAX_COMPONENT_TENSORS are described without a list: sizes and digests still bind them.
+ */
+export async function summariseTensors(
+  dir: string,
+  manifest: ArtifactManifest,
+): Promise<{ manifest: ArtifactManifest; inventory: TensorInventory }> {
+  const components: Partial<Record<PhysicalComponentName, InventoryTensor[]>> = {};
+  const physical: PhysicalComponent[] = [];
+  for (const c of manifest.physical_components) {
+    let tensors: InventoryTensor[] | undefined;
+    if (listsTensors(c, manifest.format))
+      tensors = await listTensors(join(dir, c.path)).catch(() => undefined);
+    if (tensors === undefined || tensors.length > MAX_COMPONENT_TENSORS) {
+      physical.push(c);
+      continue;
+    }
+    components[c.name] = tensors;
+    physical.push({ ...c, tensors: tensorListDigest(tensors) });
+  }
+  return {
+    manifest: { ...manifest, physical_components: physical },
+    inventory: { schema: TENSOR_INVENTORY.version, components },
   };
 }

@@ -2,6 +2,14 @@ import { CHECKPOINT_ARTIFACTS_DIR } from "@ckpt/manifest";
 import { ManagerError } from "../errors.js";
 import type { CheckpointLocation, ResumeCheckpoint, ResumeDecision, ValidationState } from "../types.js";
 
+/** Files present and complete whose bytes or tensors are not the ones the checkpoint's records name. */
+export interface ChangedFiles {
+  /** The first such file, absolute. */
+  readonly file: string;
+  /** Each as `<code> <path>: <message>`. */
+  readonly problems: readonly string[];
+}
+
 /** What a probe found at a checkpoint location. `problems` empty means complete. */
 export interface ProbedCheckpoint extends CheckpointLocation {
   readonly validation?: ValidationState;
@@ -9,6 +17,8 @@ export interface ProbedCheckpoint extends CheckpointLocation {
   readonly problems: readonly string[];
   /** Component files present but not what they claim to be (not a readable torch.save zip, a DCP directory without `.metadata`). */
   readonly unreadable?: readonly string[];
+  /** Recorded SHA-256s or tensor lists that the files no longer match: not the checkpoint that was saved. */
+  readonly changed?: ChangedFiles;
   /** It is a `checkpoint_artifacts/iter_*` artifact (a partial plan): never a resume source. */
   readonly artifact?: boolean;
 }
@@ -100,6 +110,14 @@ function requireComplete(c: ProbedCheckpoint, how: string): void {
       `resume from ${c.iterDir} (${how}): it is not a complete checkpoint: ${c.problems.join("; ")}. ` +
         "Resume from another checkpoint, or restore the missing files; training never silently restarts from scratch.",
       { kind: "refused", subject: c.iterDir, knob: "resume" },
+    );
+  }
+  if (c.changed !== undefined) {
+    throw new ManagerError(
+      "MANAGER_RESUME_IDENTITY_MISMATCH",
+      `resume from ${c.iterDir} (${how}): ${c.changed.file} is not the file the checkpoint recorded: ${c.changed.problems.join("; ")}. ` +
+        "Nothing was loaded. Restore the file from a verified copy (an archive: `ckpt artifact fetch`), or resume from another checkpoint.",
+      { kind: "refused", subject: c.changed.file, knob: "resume" },
     );
   }
   if (c.unreadable !== undefined && c.unreadable.length > 0) {

@@ -30,19 +30,13 @@ import {
   validationRecord,
 } from "../records.js";
 import type { ValidationState } from "../types.js";
-import type { PointerState, ProbedCheckpoint } from "./decide.js";
+import type { ChangedFiles, PointerState, ProbedCheckpoint } from "./decide.js";
 
 export interface ProbeOptions {
   /** Read a legacy trainer state when no iter_* segment or manifest names the iteration. */
   readonly needIteration: boolean;
   /** Hash a legacy single file (its own manifest) for a pinned resume; other manifests are always hashed (they are small). */
   readonly hashLegacyFile: boolean;
-  /**
-   * Judge as `ckpt verify` does: every SHA-256 a record carries, every `.pt` opened. Without it a
-   * checkpoint the manager described is checked for presence, sizes and DCP completeness (its `.pt`
-   * files are not opened, its bulk bytes not read); an undescribed one still has its `.pt` opened.
-   */
-  readonly digests: boolean;
 }
 
 /** A verifier's problem codes that mean "present but not what it claims to be" rather than "missing or different". */
@@ -52,29 +46,28 @@ const UNREADABLE_CODES: ReadonlySet<string> = new Set([
   "DCP_METADATA_UNREADABLE",
 ]);
 
+/** Problem codes that mean "present, complete, but not the bytes or tensors the records name". */
+const CHANGED_CODES: ReadonlySet<string> = new Set(["VERIFY_DIGEST_MISMATCH", "VERIFY_TENSORS_MISMATCH"]);
+
 /**
- * Judges a checkpoint directory with @ckpt/verify, the judge `ckpt verify` runs (records against
- * files, `.pt` structure, DCP completeness from `.metadata`): each problem as `<code> <path>: <message>`,
- * in verify's order. They are `unreadable` when every one is (files present but not what they claim
- * to be), else `problems`. One judge, so resume and verify cannot disagree.
+ * Judges a checkpoint directory with @ckpt/verify exactly as `ckpt verify` does (records against
+ * files with every recorded SHA-256 and tensor list, `.pt` structure, DCP completeness from
+ * `.metadata`): each problem as `<code> <path>: <message>`, in verify's order. They are
+ * `unreadable` when every one is (files present but not what they claim to be), `changed` when
+ * every one is an identity mismatch (with the first such file, absolute), else `problems`. One
+ * judge, so resume and verify cannot disagree.
  */
 async function verifiedProblems(
   dir: string,
-  digests: boolean,
-): Promise<{ problems: string[]; unreadable: string[] }> {
-  const described = (
-    await Promise.all(
-      [CHECKPOINT_DESCRIPTION_FILE, MULTI_ROLE_SUCCESS.fileName, CONTROL_MANIFEST.fileName].map((name) =>
-        entryKind(join(dir, name)),
-      ),
-    )
-  ).some((kind) => kind !== "absent");
+): Promise<{ problems: string[]; unreadable: string[]; changed?: ChangedFiles }> {
   // verify leaves the validation record out (its receipt size is stale by design); readValidation judges it.
-  const found = (await verifyCheckpointDir(dir, { digests, tensorFiles: digests || !described })).problems;
+  const found = (await verifyCheckpointDir(dir)).problems;
   const lines = found.map((p) => `${p.code} ${p.path}: ${p.message}`);
-  return found.length > 0 && found.every((p) => UNREADABLE_CODES.has(p.code))
-    ? { problems: [], unreadable: lines }
-    : { problems: lines, unreadable: [] };
+  if (found.length > 0 && found.every((p) => UNREADABLE_CODES.has(p.code)))
+    return { problems: [], unreadable: lines };
+  if (found.length > 0 && found.every((p) => CHANGED_CODES.has(p.code)))
+    return { problems: [], unreadable: [], changed: { file: join(dir, found[0]!.path), problems: lines } };
+  return { problems: lines, unreadable: [] };
 }
 
 /** The iteration the last `iter_*` segment of a path names. Pure. */
@@ -278,7 +271,7 @@ export async function probeLocalCheckpoint(
   }
   const dir = dirPath;
   let iteration = iterationFromPath(dir);
-  const verified = await verifiedProblems(dir, options.digests);
+  const verified = await verifiedProblems(dir);
   problems.push(...verified.problems);
   const validation = await readValidation(dir);
   if (validation.problem !== undefined) problems.push(validation.problem);
@@ -286,6 +279,7 @@ export async function probeLocalCheckpoint(
     iterDir: dir,
     ...(validation.state === undefined ? {} : { validation: validation.state }),
     ...(verified.unreadable.length === 0 ? {} : { unreadable: verified.unreadable }),
+    ...(verified.changed === undefined ? {} : { changed: verified.changed }),
   };
 
   if ((await entryKind(join(dir, MULTI_ROLE_SUCCESS.fileName))) === "file") {
@@ -357,8 +351,8 @@ export async function probeLocalCheckpoint(
   return { ...base, iteration, format: found.format, components: found.components, problems };
 }
 
-/** Reads the attempt's latest pointer and probes the checkpoint it names (`digests`: see `ProbeOptions`). */
-export async function readLocalPointer(checkpointsRoot: string, digests = false): Promise<PointerState> {
+/** Reads the attempt's latest pointer and probes the checkpoint it names (judged as `ckpt verify` judges it). */
+export async function readLocalPointer(checkpointsRoot: string): Promise<PointerState> {
   const path = join(checkpointsRoot, LATEST_POINTER.fileName);
   let pointer: Awaited<ReturnType<typeof LATEST_POINTER.read>>;
   try {
@@ -370,7 +364,6 @@ export async function readLocalPointer(checkpointsRoot: string, digests = false)
   const probed = await probeLocalCheckpoint(join(checkpointsRoot, pointer.iterDirName), {
     needIteration: false,
     hashLegacyFile: false,
-    digests,
   });
   const checkpoint: ProbedCheckpoint =
     "missing" in probed
