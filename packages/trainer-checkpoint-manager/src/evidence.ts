@@ -13,7 +13,7 @@ import {
   type UploadedMarker,
 } from "@ckpt/manifest";
 import { type CheckpointInfo, scanCheckpointRoot } from "@ckpt/retention";
-import { type ProbedCheckpoint, decideResume } from "./resume/decide.js";
+import { type ProbedCheckpoint, decideResume, probeFindings } from "./resume/decide.js";
 import { listCommittedArtifacts, localCheckpointsRoot, readLocalPointer } from "./resume/local.js";
 import type { ResumeDecision } from "./types.js";
 import { entryKind } from "./internal/fs.js";
@@ -148,7 +148,7 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
       }
     }
   }
-  for (const problem of [...(newestCheckpoint?.problems ?? []), ...(newestCheckpoint?.unreadable ?? [])]) {
+  for (const problem of newestCheckpoint === null ? [] : probeFindings(newestCheckpoint)) {
     problems.push({
       code: "CHECKPOINT_INCOMPLETE" satisfies EvidenceProblemCode,
       subject: newestCheckpoint!.iterDir,

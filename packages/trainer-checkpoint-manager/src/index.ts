@@ -44,6 +44,7 @@ export {
 
 // --- resume decision (pure) and the writer lease decision (pure)
 export {
+  type ChangedFiles,
   type PointerState,
   type ProbedCheckpoint,
   type ResumeInputs,

@@ -2,7 +2,7 @@
 // decision for `resume=<path>` (probe, the attempt's newest artifact, an optional pin), or its
 // refusal as a report. Read-only; rendering is the caller's.
 import { classifyIterPath, LATEST_POINTER } from "@ckpt/manifest";
-import { decideResume } from "./resume/decide.js";
+import { decideResume, probeFindings } from "./resume/decide.js";
 import { listCommittedArtifacts, localCheckpointsRoot, probeLocalCheckpoint } from "./resume/local.js";
 import type { ResumeDecision } from "./types.js";
 
@@ -39,7 +39,7 @@ export async function checkResumable(path: string, pin: string | null): Promise<
     needIteration: true,
     hashLegacyFile: pin !== null,
   });
-  const problems = "missing" in probe ? [] : [...probe.problems, ...(probe.unreadable ?? [])];
+  const problems = "missing" in probe ? [] : probeFindings(probe);
   const newestArtifact =
     where === undefined ? undefined : (await listCommittedArtifacts(where.attemptDir)).at(-1);
   let latest: boolean | null = null;

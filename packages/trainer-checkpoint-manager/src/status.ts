@@ -4,7 +4,7 @@
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { type ArtifactEvidence, collectEvidence, type EvidenceBundle } from "./evidence.js";
-import type { ProbedCheckpoint } from "./resume/decide.js";
+import { type ProbedCheckpoint, probeFindings } from "./resume/decide.js";
 import { probeLocalCheckpoint } from "./resume/local.js";
 
 export interface ComponentStatus {
@@ -134,7 +134,7 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
           });
     if ("missing" in probe) continue; // removed between the scan and the probe (a live run's retention)
     probes.set(candidate.dir, probe);
-    if (probe.problems.length === 0 && (probe.unreadable ?? []).length === 0) break;
+    if (probeFindings(probe).length === 0) break;
   }
   const checkpoints: CheckpointStatus[] = [];
   for (const info of [...bundle.checkpoints].reverse()) {
@@ -160,7 +160,7 @@ export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
       });
       continue;
     }
-    const problems = [...probe.problems, ...(probe.unreadable ?? [])];
+    const problems = probeFindings(probe);
     const components: ComponentStatus[] = [];
     for (const [name, target] of Object.entries(probe.components)) {
       const directory = target.endsWith("/");

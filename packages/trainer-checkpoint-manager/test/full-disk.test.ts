@@ -2,7 +2,7 @@
 // test (the suite runs as root); a failed mount fails the suite rather than skipping it.
 import { readdir, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { LATEST_POINTER } from "@ckpt/manifest";
+import { LATEST_POINTER, TENSOR_INVENTORY } from "@ckpt/manifest";
 import { fillDisk, smallDisk } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import {
@@ -60,8 +60,9 @@ async function sweepCommit(raw: Record<string, unknown>, due: SaveDue): Promise<
 }
 
 describe("manager save on a full disk", () => {
-  it("fails the description and then the pointer with MANAGER_NO_SPACE, the pointer on the previous checkpoint, and the same step commits once space is freed", async () => {
+  it("fails the tensor inventory, the description and then the pointer with MANAGER_NO_SPACE, the pointer on the previous checkpoint, and the same step commits once space is freed", async () => {
     expect(await sweepCommit({}, { cadence: true })).toEqual([
+      TENSOR_INVENTORY.fileName,
       CHECKPOINT_DESCRIPTION_FILE,
       "latest_checkpoint.txt",
     ]);
@@ -69,6 +70,7 @@ describe("manager save on a full disk", () => {
 
   it("with validation pending, also fails the validation record between them", async () => {
     expect(await sweepCommit({ validation: { save_checkpoint: true } }, { validation: true })).toEqual([
+      TENSOR_INVENTORY.fileName,
       CHECKPOINT_DESCRIPTION_FILE,
       VALIDATION_STATE_FILE,
       "latest_checkpoint.txt",

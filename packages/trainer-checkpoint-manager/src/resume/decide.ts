@@ -23,6 +23,11 @@ export interface ProbedCheckpoint extends CheckpointLocation {
   readonly artifact?: boolean;
 }
 
+/** Everything a probe found wrong, as `<code> <path>: <message>` lines where verify gave them. Pure. */
+export function probeFindings(c: ProbedCheckpoint): string[] {
+  return [...c.problems, ...(c.unreadable ?? []), ...(c.changed?.problems ?? [])];
+}
+
 /** The latest pointer of the attempt's checkpoints root. */
 export type PointerState =
   | { readonly state: "absent" }

@@ -1,0 +1,68 @@
+// `ckpt resumable`, `ckpt run status`, `ckpt evidence` and `ckpt verify` on the same damaged run
+// attempts (written by the demo trainer through the checkpoint manager): they never disagree, and
+// each names the file. The manager's own resume refuses the same trees with its code.
+import { readFile, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it } from "vitest";
+import { train } from "../src/demo/train.js";
+import { runCli } from "../src/run.js";
+import { captureIo } from "./helpers/capture.js";
+
+async function json(args: string[]): Promise<{ code: number; text: string }> {
+  const io = captureIo();
+  const code = await runCli([...args, "--json"], io.io);
+  return { code, text: io.out() };
+}
+
+const damages: Array<[string, (iterDir: string) => Promise<void>, string, string]> = [
+  [
+    "a flipped byte in model.pt (same size)",
+    async (dir) => {
+      const bytes = await readFile(join(dir, "model.pt"));
+      bytes[bytes.length - 30]! ^= 0x01;
+      await writeFile(join(dir, "model.pt"), bytes);
+    },
+    "VERIFY_DIGEST_MISMATCH model.pt",
+    "MANAGER_RESUME_IDENTITY_MISMATCH",
+  ],
+  ["a removed trainer.pt", (dir) => rm(join(dir, "trainer.pt")), "trainer.pt", "MANAGER_RESUME_INCOMPLETE"],
+];
+
+describe("the operator commands and resume agree on a damaged checkpoint", () => {
+  for (const [what, damage, named, refusal] of damages) {
+    it(`${what}: all four say no, naming it; resume refuses with ${refusal}`, async () => {
+      const outputRoot = await testdir("ckpt-cli-agree-");
+      const common = {
+        outputRoot,
+        name: "agree",
+        steps: 10,
+        saveEvery: 10,
+        keepOptimLast: 0,
+        keepModelLast: 0,
+        initSeed: 1,
+        taskSeed: 2,
+        dataSeed: 3,
+      };
+      const run = await train(common);
+      const iterDir = join(run.attemptDir, "checkpoints", "iter_000000010");
+      expect((await json(["verify", iterDir])).code).toBe(0);
+      await damage(iterDir);
+      const verdicts = {
+        verify: await json(["verify", iterDir]),
+        resumable: await json(["resumable", iterDir]),
+        status: await json(["run", "status", run.attemptDir]),
+        evidence: await json(["evidence", run.attemptDir]),
+      };
+      for (const [command, verdict] of Object.entries(verdicts)) {
+        expect(verdict.code, command).not.toBe(0);
+        expect(JSON.parse(verdict.text).ok, command).toBe(false);
+        expect(verdict.text, command).toContain(named);
+      }
+      expect(verdicts.resumable.text).toContain(refusal);
+      expect(verdicts.status.text).toContain(refusal);
+      expect(verdicts.evidence.text).toContain(refusal);
+      await expect(train({ ...common, steps: 20 })).rejects.toMatchObject({ code: refusal });
+    }, 120_000);
+  }
+});
