@@ -10,6 +10,7 @@ import type {
   MultiRoleSuccess,
   OverlaySource,
   StagedRecord,
+  TensorInventory,
   UploadedMarker,
 } from "../src/index.js";
 import {
@@ -22,6 +23,7 @@ import {
   OVERLAY_SOURCE,
   CONTROL_MANIFEST,
   MULTI_ROLE_SUCCESS,
+  TENSOR_INVENTORY,
 } from "../src/index.js";
 
 /** A deterministic fake digest, so examples are stable and readable. */
@@ -192,6 +194,18 @@ export const multiRoleSuccess: MultiRoleSuccess = {
 };
 
 /** Every example with its file name and serializer, in the order docs/formats.md presents them. */
+/** The tensor inventory beside a DCP checkpoint's description: model/ holds two tensors, optim/ their AdamW state. */
+export const tensorInventory: TensorInventory = {
+  schema: TENSOR_INVENTORY.version,
+  components: {
+    model: [
+      { name: "lm_head.weight", dtype: "BF16", shape: [32000, 4096] },
+      { name: "embed.weight", dtype: "BF16", shape: [32000, 4096] },
+    ],
+    trainer: [{ name: "rng.torch", dtype: "U8", shape: [5056] }],
+  },
+};
+
 export const EXAMPLES: ReadonlyArray<{ file: string; label: string; bytes: () => Uint8Array }> = [
   { file: ".posttrain-checkpoint-artifact.json", label: "consolidated", bytes: () => manifestBytes },
   {
@@ -216,4 +230,9 @@ export const EXAMPLES: ReadonlyArray<{ file: string; label: string; bytes: () =>
   { file: ".overlay_source.json", label: "", bytes: () => OVERLAY_SOURCE.serialize(overlaySource) },
   { file: ".posttrain-manifest.json", label: "", bytes: () => CONTROL_MANIFEST.serialize(controlManifest) },
   { file: "_SUCCESS", label: "", bytes: () => MULTI_ROLE_SUCCESS.serialize(multiRoleSuccess) },
+  {
+    file: ".posttrain-checkpoint-tensors.json",
+    label: "",
+    bytes: () => TENSOR_INVENTORY.serialize(tensorInventory),
+  },
 ];

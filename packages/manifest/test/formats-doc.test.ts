@@ -13,6 +13,7 @@ import {
   CONTROL_MANIFEST,
   MULTI_ROLE_SUCCESS,
   LATEST_POINTER,
+  TENSOR_INVENTORY,
 } from "../src/index.js";
 import { EXAMPLES } from "./examples.js";
 
@@ -34,6 +35,7 @@ const PARSERS: Record<string, (bytes: Uint8Array, name: string) => unknown> = {
   ".overlay_source.json": OVERLAY_SOURCE.parse,
   ".posttrain-manifest.json": CONTROL_MANIFEST.parse,
   _SUCCESS: MULTI_ROLE_SUCCESS.parse,
+  ".posttrain-checkpoint-tensors.json": TENSOR_INVENTORY.parse,
 };
 
 const blocks = [...text.matchAll(/<!-- example: (\S+)(?: (\S+))? -->\n```json\n([\s\S]*?)```/g)].map((m) => ({
