@@ -55,6 +55,13 @@ async function writeRealDcp(targets: ComponentTargets): Promise<void> {
   await writeTorchState(targets.trainer!, { optimizer_step: 5 });
 }
 
+/** A consolidated save: model.pt by torch.save itself, optimizer and trainer state by @ckpt/tensors. */
+async function writeConsolidated(targets: ComponentTargets): Promise<void> {
+  await torchSaveModel(targets.model!);
+  await writeTorchState(targets.optim!);
+  await writeTorchState(targets.trainer!, { optimizer_step: 5 });
+}
+
 describe("the description's tensor inventory", () => {
   it("a DCP component lists the tensors of its .metadata with dtype and global shape, as torch reads them", async () => {
     const root = await tempRoot();
@@ -80,13 +87,7 @@ describe("the description's tensor inventory", () => {
   it("a consolidated model.pt written by torch.save lists its nested tensors", async () => {
     const root = await tempRoot();
     const { manager } = await openManager(root, { ...sync, save_every: 5 });
-    const saved = committed(
-      await saveStep(manager, 5, { cadence: true }, async (targets) => {
-        await torchSaveModel(targets.model!);
-        await writeTorchState(targets.optim!);
-        await writeTorchState(targets.trainer!, { optimizer_step: 5 });
-      }),
-    );
+    const saved = committed(await saveStep(manager, 5, { cadence: true }, writeConsolidated));
     const { description, sidecar } = await recorded(saved.dir);
     const model = [
       { name: "alpha.x", dtype: "I64", shape: [2] },
@@ -143,13 +144,7 @@ describe("resume checks identity before restoring", () => {
   it("a model.pt whose tensors changed (same size) is refused by its tensor list, naming the file and the tensor", async () => {
     const root = await tempRoot();
     const { manager } = await openManager(root, { ...sync, save_every: 5 });
-    const saved = committed(
-      await saveStep(manager, 5, { cadence: true }, async (targets) => {
-        await torchSaveModel(targets.model!);
-        await writeTorchState(targets.optim!);
-        await writeTorchState(targets.trainer!, { optimizer_step: 5 });
-      }),
-    );
+    const saved = committed(await saveStep(manager, 5, { cadence: true }, writeConsolidated));
     // torch.save again with the nested key renamed: the same size, another tensor name.
     const path = join(saved.dir, "model.pt");
     const before = (await stat(path)).size;
