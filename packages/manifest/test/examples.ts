@@ -195,7 +195,7 @@ export const multiRoleSuccess: MultiRoleSuccess = {
 
 /** Every example with its file name and serializer, in the order docs/formats.md presents them. */
 /** The tensor inventory beside a DCP checkpoint's description: model/ holds two tensors, optim/ their AdamW state. */
-export const tensorInventory: TensorInventory = {
+const tensorInventory: TensorInventory = {
   schema: TENSOR_INVENTORY.version,
   components: {
     model: [
