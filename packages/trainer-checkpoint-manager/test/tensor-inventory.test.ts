@@ -3,7 +3,7 @@
 // torch.save file and DCP directory its tensors with dtype and global shape, on real torch 2
 // output; resume refuses a checkpoint whose bytes or tensors changed, naming the file.
 import { execFile } from "node:child_process";
-import { cp, readFile, stat, writeFile } from "node:fs/promises";
+import { copyFile, cp, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import {
@@ -13,9 +13,9 @@ import {
   TENSOR_INVENTORY,
   tensorListDigest,
 } from "@ckpt/manifest";
-import { realDcpFixtures, torch2Python } from "@ckpt/test-utils";
+import { DCP_FIXTURE_TIMEOUT_MS, realDcpFixtures, testdir, torch2Python } from "@ckpt/test-utils";
 import { verifyCheckpointDir } from "@ckpt/verify";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { ComponentTargets, ManagerError } from "../src/index.js";
 import { openManager, saveStep, tempRoot, writeTorchState } from "./helpers.js";
 
@@ -25,15 +25,22 @@ const dcp = realDcpFixtures([2], "ckpt-manager-inventory-");
 /** torch's dtype names (the fixture generator's) as ckpt lists them. */
 const CKPT_DTYPE: Record<string, string> = { float32: "F32", bfloat16: "BF16", int32: "I32" };
 
-/** A consolidated model.pt written by torch.save itself: nested dicts (under `nested`), three dtypes. */
-async function torchSaveModel(path: string, nested = "alpha"): Promise<void> {
+/**
+ * Consolidated model files written by torch.save itself (one interpreter start: importing torch on
+ * a busy machine takes long): nested dicts, three dtypes; `omega.pt` renames the nested key of
+ * `alpha.pt`, the same size with another tensor name.
+ */
+let torchSaved = "";
+beforeAll(async () => {
+  torchSaved = await testdir("ckpt-manager-inventory-pt-");
   const script = [
-    "import sys, torch",
-    "torch.save({'w': torch.ones(3, 4), 'b': torch.zeros(4, dtype=torch.bfloat16),",
-    "            sys.argv[2]: {'x': torch.arange(2)}}, sys.argv[1])",
+    "import sys, os, torch",
+    "for key in ('alpha', 'omega'):",
+    "    torch.save({'w': torch.ones(3, 4), 'b': torch.zeros(4, dtype=torch.bfloat16),",
+    "                key: {'x': torch.arange(2)}}, os.path.join(sys.argv[1], key + '.pt'))",
   ].join("\n");
-  await promisify(execFile)(torch2Python(), ["-c", script, path, nested]);
-}
+  await promisify(execFile)(torch2Python(), ["-c", script, torchSaved]);
+}, DCP_FIXTURE_TIMEOUT_MS);
 
 function committed(step: Awaited<ReturnType<typeof saveStep>>) {
   if (step?.outcome.status !== "committed")
@@ -57,7 +64,7 @@ async function writeRealDcp(targets: ComponentTargets): Promise<void> {
 
 /** A consolidated save: model.pt by torch.save itself, optimizer and trainer state by @ckpt/tensors. */
 async function writeConsolidated(targets: ComponentTargets): Promise<void> {
-  await torchSaveModel(targets.model!);
+  await copyFile(join(torchSaved, "alpha.pt"), targets.model!);
   await writeTorchState(targets.optim!);
   await writeTorchState(targets.trainer!, { optimizer_step: 5 });
 }
@@ -145,10 +152,10 @@ describe("resume checks identity before restoring", () => {
     const root = await tempRoot();
     const { manager } = await openManager(root, { ...sync, save_every: 5 });
     const saved = committed(await saveStep(manager, 5, { cadence: true }, writeConsolidated));
-    // torch.save again with the nested key renamed: the same size, another tensor name.
+    // The same model saved by torch with the nested key renamed.
     const path = join(saved.dir, "model.pt");
     const before = (await stat(path)).size;
-    await torchSaveModel(path, "omega");
+    await copyFile(join(torchSaved, "omega.pt"), path);
     expect((await stat(path)).size).toBe(before);
     const sizesOnly = await verifyCheckpointDir(saved.dir, { digests: false });
     expect(sizesOnly.problems).toEqual([
