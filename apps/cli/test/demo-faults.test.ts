@@ -91,14 +91,14 @@ describe("ckpt demo --fault", () => {
     expect(report.resume?.decision.reason).toContain("model.pt");
   }, 120_000);
 
-  it("torn: optim.pt half zeroed at the same size; the manager picks 60 and loading it fails with the reader's code", async () => {
+  it("torn: optim.pt half zeroed at the same size; resume hashes it against its description and refuses before loading", async () => {
     const { report } = await demo(["--dir", join(scratch, "torn"), "--fault", "torn"]);
     expect(report.resume?.fault).toMatchObject({ mode: "torn" });
     expect(report.resume?.fault.sizeAfter).toBe(report.resume!.fault.sizeBefore);
-    expect(report.resume?.decision).toMatchObject({ kind: "checkpoint", iteration: 60 });
-    expect(report.resume?.load).toMatchObject({
-      ok: false,
-      code: expect.stringMatching(/^[A-Z][A-Z0-9_]+$/),
+    expect(report.resume?.decision).toMatchObject({
+      kind: "refused",
+      code: "MANAGER_RESUME_IDENTITY_MISMATCH",
     });
+    expect(report.resume?.decision.reason).toContain("VERIFY_DIGEST_MISMATCH optim.pt");
   }, 120_000);
 });

@@ -54,7 +54,8 @@ const CHANGED_CODES: ReadonlySet<string> = new Set(["VERIFY_DIGEST_MISMATCH", "V
  * files with every recorded SHA-256 and tensor list, `.pt` structure, DCP completeness from
  * `.metadata`): each problem as `<code> <path>: <message>`, in verify's order. They are
  * `unreadable` when every one is (files present but not what they claim to be), `changed` when
- * every one is an identity mismatch (with the first such file, absolute), else `problems`. One
+ * there is an identity mismatch and nothing else but unreadable files (with the first changed
+ * file, absolute), else `problems`. One
  * judge, so resume and verify cannot disagree.
  */
 async function verifiedProblems(
@@ -65,8 +66,10 @@ async function verifiedProblems(
   const lines = found.map((p) => `${p.code} ${p.path}: ${p.message}`);
   if (found.length > 0 && found.every((p) => UNREADABLE_CODES.has(p.code)))
     return { problems: [], unreadable: lines };
-  if (found.length > 0 && found.every((p) => CHANGED_CODES.has(p.code)))
-    return { problems: [], unreadable: [], changed: { file: join(dir, found[0]!.path), problems: lines } };
+  // A changed file may also fail to open (a torn zip): it is still the recorded file, changed.
+  const changed = found.find((p) => CHANGED_CODES.has(p.code));
+  if (changed !== undefined && found.every((p) => CHANGED_CODES.has(p.code) || UNREADABLE_CODES.has(p.code)))
+    return { problems: [], unreadable: [], changed: { file: join(dir, changed.path), problems: lines } };
   return { problems: lines, unreadable: [] };
 }
 
