@@ -2,13 +2,18 @@
 // @module-tag s3
 // `ckpt materialize-hf --artifact-uri` against the real S3 server (Ceph RGW): the remote
 // manifest's model descriptor decides the skip; the artifact is fetched (digest-checked) only for
-// a build; staging defaults to <out>.stage and only what the run created is removed.
-import { access, mkdir, readdir, writeFile } from "node:fs/promises";
+// a build; staging defaults to <out>.stage and only what the run created is removed. A direct
+// object-store primary's DCP artifact (torch 2's shards, committed with their digests as the ranks'
+// data processes commit them) is refused before anything is fetched: the build converts model.pt.
+import { access, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { publishArtifact } from "@ckpt/archive-publisher";
+import { sha256Hex } from "@ckpt/manifest";
 import { openStore } from "@ckpt/object-store";
 import {
   createTestBucket,
+  DCP_FIXTURE_TIMEOUT_MS,
+  makeDcpFixtures,
   makeHfFixture,
   makeModelArtifact,
   makeTempDir,
@@ -16,7 +21,9 @@ import {
   s3TestEnv,
   TORCH_FIXTURE_TIMEOUT_MS,
   testCredentials,
+  torch2Python,
 } from "@ckpt/test-utils";
+import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cli, type RunResult, runNode } from "../helpers/crash.js";
 
@@ -93,4 +100,51 @@ describe("materialize-hf from a real S3 archive", () => {
     });
     expect(await readdir(stage)).toEqual(["someone-elses.txt"]);
   }, 120_000);
+
+  it(
+    "refuses a direct-primary DCP artifact by name before fetching anything",
+    async () => {
+      const env = s3TestEnv();
+      const dcp = join(tmp.dir, "dcp");
+      await makeDcpFixtures(dcp, torch2Python(), [2]);
+      const manager = await CheckpointManager.open({
+        config: parseManagerConfig({
+          checkpoint_format: "dcp",
+          save_every: 1,
+          checkpoint_components: ["model"],
+          checkpoint_store: { backend: "object_store", bucket: bucket.bucket },
+        }).config,
+        outputRoot: join(tmp.dir, "direct"),
+        project: "direct",
+        group: "grp",
+        name: "run",
+        termination: { signals: false, sentinelPath: null },
+        credentials: testCredentials(env),
+      });
+      let dir = "";
+      try {
+        const session = await manager.beginSave(3, manager.planSave(3, { cadence: true })!);
+        const model = await openStore(session.targets.model!.replace(/\/+$/, ""), {
+          credentials: testCredentials(env),
+        });
+        const inventory = [];
+        for (const name of await readdir(join(dcp, "ranks2"))) {
+          const bytes = await readFile(join(dcp, "ranks2", name));
+          await model.put(name, bytes);
+          inventory.push({ path: `model/${name}`, size: bytes.byteLength, sha256: sha256Hex(bytes) });
+        }
+        await manager.commitSave(session, { inventory });
+        dir = session.dir;
+      } finally {
+        await manager.finalize();
+      }
+      const out = join(tmp.dir, "out-dcp", "teacher");
+      const r = await runNode(cli(materializeHfArgs(dir, base, out, "--credentials", credentials, "--json")));
+      expect(r.code, r.stderr).toBe(1);
+      expect(`${r.stdout}${r.stderr}`).toMatch(/MATERIALIZE_SOURCE_NOT_ARTIFACT/);
+      expect(`${r.stdout}${r.stderr}`).toMatch(/is a dcp artifact.*dcp_to_torch_save/);
+      expect(await exists(`${out}.stage`)).toBe(false);
+    },
+    DCP_FIXTURE_TIMEOUT_MS,
+  );
 });

@@ -1,7 +1,8 @@
 // Crash soak: the crash suites of test/ (the same invariants CI checks with its bounded counts),
 // run once each with a larger kill count so that one run delivers --kills SIGKILLs (default 1,000)
-// spread over publish, fetch, manager saves, merge and materialize. Each suite runs in its own
-// vitest process with CKPT_CRASH_KILLS set; the table lists per suite the kills delivered, the
+// spread over publish, fetch, manager saves, merge, materialize and the FSDP2 example trainer
+// (both its ranks, local DCP and direct to S3). Each suite runs in its own vitest process with
+// CKPT_CRASH_KILLS set; the table lists per suite the kills delivered, the
 // invariant checks passed (one after every kill and after every run to completion), the
 // violations (a suite stops at its first, which names the seed to replay) and the wall seconds of
 // the suite's process (its fixtures included).
@@ -25,13 +26,19 @@ import { pinnedCli, printTable } from "./lib.mjs";
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..");
 
-/** The suites: the test file under test/ and the vitest name filter of its file:// suite. */
+/**
+ * The suites: the package directory (default test/), its test file and the vitest name filter of
+ * the crash suite. The FSDP2 ones SIGKILL both ranks of apps/trainer-binding/examples/train_fsdp2.py
+ * inside saves, locally with DCP and direct to the S3 server (test_dcp.crash_loop).
+ */
 const SUITES = {
   publish: { file: "archive/crash-publish.test.ts", filter: "file://" },
   fetch: { file: "archive/crash-fetch.test.ts", filter: "file://" },
   manager: { file: "manager/crash-manager.test.ts", filter: "SIGKILL" },
   merge: { file: "merge/crash-merge.test.ts", filter: "SIGKILL" },
   materialize: { file: "hf/crash-materialize.test.ts", filter: "SIGKILL" },
+  "fsdp2-dcp": { dir: "apps/trainer-binding", file: "test/dcp.test.ts", filter: "sigkilled_inside_saves" },
+  "fsdp2-direct": { dir: "apps/trainer-binding", file: "test/direct.s3.test.ts", filter: "killed_mid_save" },
 };
 
 function option(name, fallback) {
@@ -58,14 +65,14 @@ const perSuite = Math.ceil(TOTAL_KILLS / NAMES.length);
 
 /** Runs one suite's vitest process; resolves with its report lines, exit code and output tail. */
 function runSuite(name, cliBin) {
-  const { file, filter } = SUITES[name];
+  const { dir = "test", file, filter } = SUITES[name];
   const started = process.hrtime.bigint();
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
       [join(repo, "node_modules", "vitest", "vitest.mjs"), "run", file, "-t", filter],
       {
-        cwd: join(repo, "test"),
+        cwd: join(repo, dir),
         env: {
           ...process.env,
           CKPT_CRASH_KILLS: String(perSuite),

@@ -67,9 +67,6 @@ def parse_args():
                    help="save straight to this bucket (checkpoint_store.backend object_store): every rank streams "
                         "its shards through its own `ckpt-trainer data` process, nothing is written locally")
     p.add_argument("--credentials", default=None, help="the store's credentials file (default: the environment)")
-    p.add_argument("--kill-mid-save", type=int, default=0,
-                   help="SIGKILL every rank inside the save of this step, after the model's shards and before the "
-                        "optimizer's (tests: an interrupted save)")
     return p.parse_args()
 
 
@@ -107,17 +104,17 @@ def digest(model):
     return h.hexdigest()
 
 
-def save(group, plan, model, optimizer, step, rank, data, kill_mid_save):
+def save(group, plan, model, optimizer, step, rank, data):
+    log(rank, "saving step %d: model shards" % step)
     model_state, optim_state = get_state_dict(model, optimizer)
     if data is None:
         writers = {name: HashingFileSystemWriter(plan.targets[name]) for name in SHARDED}
     else:
         writers = {name: DirectWriter(plan.targets[name], data) for name in SHARDED}
     dcp.save(model_state, storage_writer=writers["model"])
-    if step == kill_mid_save:
-        log(rank, "SIGKILL inside the save of step %d" % step)
-        os.kill(os.getpid(), signal.SIGKILL)
+    log(rank, "saving step %d: optimizer shards" % step)
     dcp.save(optim_state, storage_writer=writers["optim"])
+    log(rank, "saving step %d: commit" % step)
     if rank == 0:
         for name in ("trainer", "data"):
             torch.save({"step": step}, plan.targets[name])
@@ -180,7 +177,7 @@ def main():
         stop = group.should_stop()
         plan = group.begin_save(step, final=step == args.steps, emergency=stop.stop)
         if plan is not None:
-            save(group, plan, model, optimizer, step, rank, data, args.kill_mid_save)
+            save(group, plan, model, optimizer, step, rank, data)
         if stop.stop:
             log(rank, "stopping at step %d: %s" % (step, stop.reason))
             break

@@ -1,4 +1,4 @@
-import { PassThrough } from "node:stream";
+import { PassThrough, Writable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { TrainerBindingError } from "../src/errors.js";
 import { type RequestHandler, serveConnection } from "../src/protocol/connection.js";
@@ -133,6 +133,24 @@ describe("serveConnection", () => {
     input.write('{"id":1,"op":"resume"}\n');
     expect(await done).toBe("abandoned");
     expect(abandoned()).toBe(1);
+    input.destroy();
+  });
+
+  it("abandons the session on a broken pipe without an unhandled 'error' event (a SIGKILLed trainer)", async () => {
+    const { handler, abandoned } = tableHandler(async () => ({}));
+    const input = new PassThrough();
+    const output = new Writable({
+      write(_chunk, _encoding, callback) {
+        callback(Object.assign(new Error("write EPIPE"), { code: "EPIPE" }));
+      },
+    });
+    const done = serveConnection(input, output, handler);
+    input.write('{"id":1,"op":"resume"}\n');
+    expect(await done).toBe("abandoned");
+    expect(abandoned()).toBe(1);
+    // The stream's 'error' event comes after the write's callback; unheard, it would crash the run.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(output.destroyed).toBe(true);
     input.destroy();
   });
 });

@@ -20,6 +20,15 @@ const MODULE_TIMEOUT_MS = 1_200_000;
 type Outcomes = Record<string, { ok: boolean; detail: string }>;
 
 /**
+ * The bound of a module holding a crash loop of `defaultKills` SIGKILLs (`$CKPT_CRASH_KILLS`
+ * overrides them, as in the other crash suites): `msForDefault`, scaled by the kills asked for.
+ */
+export function crashLoopTimeoutMs(msForDefault: number, defaultKills: number): number {
+  const given = Number(process.env.CKPT_CRASH_KILLS || defaultKills);
+  return Math.round(msForDefault * Math.max(1, given / defaultKills));
+}
+
+/**
  * One vitest case per test of `module`, run by `python` (an interpreter path, or a function giving
  * it, called only in a run that keeps torch-tagged tests).
  */
@@ -29,6 +38,8 @@ export function pythonSuite(
   python: string | (() => string),
   /** More environment for the run, asked for when it starts (after the file's beforeAll). */
   extraEnv: () => Record<string, string> = () => ({}),
+  /** The bound of the module's whole run (a crash loop's grows with its kills). */
+  timeoutMs = MODULE_TIMEOUT_MS,
 ): void {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build @ckpt/trainer-binding first`);
   const env = {
@@ -57,9 +68,11 @@ export function pythonSuite(
     const run = spawnSync(interpreter(), [join(HERE, "run_tests.py"), file, module], {
       env: { ...env, ...extraEnv(), TMPDIR: dir },
       encoding: "utf8",
-      timeout: MODULE_TIMEOUT_MS,
+      timeout: timeoutMs,
     });
     log = `${run.stdout}\n${run.stderr}`;
+    // A crash loop's report, for tools/bench/crash-soak.bench.mjs (which reads this process's output).
+    for (const report of log.match(/^crash suite done: .*$/gm) ?? []) console.log(report);
     if (run.status !== 0) throw new Error(`the Python test driver failed:\n${log}`);
     outcomes = JSON.parse(readFileSync(file, "utf8")) as Outcomes;
     return outcomes;
@@ -72,7 +85,7 @@ export function pythonSuite(
 
   describe(title, () => {
     for (const id of ids) {
-      it(id.replace(new RegExp(`^${module}\\.`), ""), { timeout: MODULE_TIMEOUT_MS }, async () => {
+      it(id.replace(new RegExp(`^${module}\\.`), ""), { timeout: timeoutMs }, async () => {
         const outcome = (await runAll())[id];
         expect(outcome, `no outcome for ${id}\n${log}`).toBeDefined();
         expect(outcome!.ok, outcome!.detail).toBe(true);

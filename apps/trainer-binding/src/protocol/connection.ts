@@ -73,6 +73,10 @@ export async function serveConnection(
   output: Writable,
   handler: RequestHandler,
 ): Promise<ConnectionEnd> {
+  // A broken pipe reaches the write's callback (send rejects) and, later, the stream's 'error'
+  // event, which without a listener crashes the process (a trainer SIGKILLed mid-answer). It stays
+  // attached: the event may come after this function has returned.
+  output.on("error", () => {});
   try {
     for await (const line of readLines(input, MAX_LINE_BYTES)) {
       if ("tooLongBytes" in line) {

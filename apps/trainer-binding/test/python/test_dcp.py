@@ -5,15 +5,20 @@ sidecar; the interpreter is the PyTorch 2 one.
 """
 
 import atexit
+import collections
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import torch
@@ -258,22 +263,223 @@ def free_port():
         return s.getsockname()[1]
 
 
+def _descendants(pid):
+    """Every living process below ``pid`` (Linux /proc): the sidecar, the data processes."""
+    found = []
+    try:
+        tasks = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            found.append(child)
+            found.extend(_descendants(child))
+    return found
+
+
+def _running(pid):
+    """False once a process is gone or a zombie (it no longer writes)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+class ExampleRun:
+    """Both ranks of examples/train_fsdp2.py, started as torchrun starts them. Rank 0's log lines
+    are kept with the instant each arrived, so a driver can act on them (``wait_for``, ``kill``)."""
+
+    def __init__(self, root, *extra):
+        self.result = os.path.join(root, "result.json")
+        port = free_port()
+        self.ranks = [subprocess.Popen([sys.executable, EXAMPLE, "--output-root", os.path.join(root, "out"),
+                                        "--steps", "6", "--save-every", "2", "--result", self.result, *extra],
+                                       env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                                                MASTER_PORT=str(port)),
+                                       stderr=subprocess.PIPE, text=True)
+                      for rank in range(2)]
+        self.lines = []
+        self.log = []
+        self._arrived = threading.Condition()
+        self._readers = [threading.Thread(target=self._read, args=(rank,), daemon=True) for rank in range(2)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, rank):
+        for line in self.ranks[rank].stderr:
+            sys.stderr.write(line)  # passed on, as an unpiped rank's would be
+            with self._arrived:
+                self.log.append(line)
+                if rank == 0:
+                    self.lines.append((time.monotonic(), line.rstrip("\n")))
+                self._arrived.notify_all()
+        with self._arrived:
+            self._arrived.notify_all()
+
+    def wait_for(self, marker, timeout=600):
+        """The instant rank 0 first logged a line containing ``marker``; None when it exited without."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                for at, line in self.lines:
+                    if marker in line:
+                        return at
+                if self.ranks[0].poll() is not None and not self._readers[0].is_alive():
+                    return None
+                if time.monotonic() > deadline:
+                    raise AssertionError("rank 0 did not log %r in %d s:\n%s" % (marker, timeout, self.tail()))
+                self._arrived.wait(0.5)
+
+    def lines_before(self, instant):
+        with self._arrived:
+            return [line for at, line in self.lines if at <= instant]
+
+    def kill(self):
+        """SIGKILLs both ranks (when still running) and waits until they and every process they
+        started are gone; the instant of the kill, or None when both had already exited."""
+        children = [c for p in self.ranks for c in _descendants(p.pid)]
+        if all(p.poll() is not None for p in self.ranks):
+            return None
+        instant = time.monotonic()
+        for p in self.ranks:
+            p.kill()
+        self.wait()
+        deadline = time.monotonic() + 60
+        while any(_running(c) for c in children):
+            if time.monotonic() > deadline:
+                raise AssertionError("processes %s outlived the killed ranks" % [c for c in children if _running(c)])
+            time.sleep(0.02)
+        return instant
+
+    def wait(self):
+        """Both exit codes and rank 0's result (None when it wrote none)."""
+        codes = [p.wait(timeout=600) for p in self.ranks]
+        for reader in self._readers:
+            reader.join()
+        for p in self.ranks:
+            p.stderr.close()
+        outcome = None
+        if os.path.exists(self.result):
+            with open(self.result) as f:
+                outcome = json.load(f)
+            os.unlink(self.result)
+        return codes, outcome
+
+    def tail(self, lines=40):
+        with self._arrived:
+            return "".join(self.log[-lines:])
+
+
 def run_example(root, *extra):
-    """Both ranks of examples/train_fsdp2.py (as torchrun starts them); their exit codes and rank 0's result."""
-    port = free_port()
-    result = os.path.join(root, "result.json")
-    ranks = [subprocess.Popen([sys.executable, EXAMPLE, "--output-root", os.path.join(root, "out"), "--steps", "6",
-                               "--save-every", "2", "--result", result, *extra],
-                              env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                                       MASTER_PORT=str(port)))
-             for rank in range(2)]
-    codes = [p.wait(timeout=600) for p in ranks]
-    outcome = None
-    if os.path.exists(result):
-        with open(result) as f:
-            outcome = json.load(f)
-        os.unlink(result)
-    return codes, outcome
+    """Both ranks of the example run to their end; their exit codes and rank 0's result."""
+    return ExampleRun(root, *extra).wait()
+
+
+# The crash loop's replay seed (CKPT_CRASH_SEED), as the other crash suites take it.
+CRASH_SEED = int(os.environ.get("CKPT_CRASH_SEED") or random.randrange(1 << 32))
+CRASH_STEPS = 4  # saves at steps 2 and 4
+RESUMED = re.compile(r"resumed from .* \(step (\d+)\)")
+COMMITTED = re.compile(r"committed \w+ at step (\d+)")
+SAVING = re.compile(r"saving step (\d+): ")
+
+
+def crash_kills(default):
+    """SIGKILLs of a crash loop: ``$CKPT_CRASH_KILLS``, else ``default``."""
+    return int(os.environ.get("CKPT_CRASH_KILLS") or default)
+
+
+def steps_logged(lines, pattern):
+    return [int(m.group(1)) for m in map(pattern.search, lines) if m is not None]
+
+
+def resumed_step(lines):
+    """The step a run resumed at, from rank 0's log (0: it started afresh)."""
+    return max(steps_logged(lines, RESUMED), default=0)
+
+
+def saving_step(lines):
+    """The step of the last save that began (the resumed step when none did)."""
+    return max(steps_logged(lines, SAVING), default=resumed_step(lines))
+
+
+def phase_of(lines):
+    """Where rank 0 was when it died: inside a save (the model's or the optimizer's shards, each
+    with its ``.metadata``, or the commit of the description and manifest), or after a commit."""
+    for line in reversed(lines):
+        if SAVING.search(line):
+            return line.rsplit(": ", 1)[-1]
+        if COMMITTED.search(line):
+            return "after commit"
+    return "before a save"
+
+
+def save_seconds(timed_lines):
+    """The longest save of a run's timed rank 0 log, from its first marker to its commit."""
+    began, committed = {}, {}
+    for at, line in timed_lines:
+        for step in steps_logged([line], SAVING):
+            began.setdefault(step, at)
+        for step in steps_logged([line], COMMITTED):
+            committed[step] = at
+    return max(committed[step] - began[step] for step in committed)
+
+
+def crash_loop(test, root, args_of, kills, suite):
+    """SIGKILLs both ranks of the example ``kills`` times, each at a seeded instant after a save
+    began (up to half a save past its end, so some land between saves), and reruns the unchanged
+    command (``args_of(project)``) after each. Checked after every kill: the next run resumes from
+    the last checkpoint rank 0 saw committed, or from the save it was in (committed by the sidecar
+    before rank 0 heard), through the digest-checking reader, which refuses any file a kill tore. A
+    run that ends before its kill completes a chain of runs (the next starts a fresh project), and
+    it, like the last resume, must match an uninterrupted run bit for bit. Prints a ``crash suite
+    done`` report (tools/bench/crash-soak.bench.mjs) and returns it."""
+    rng = random.Random(CRASH_SEED)
+    report = "%s, seed %d (replay: CKPT_CRASH_SEED=%d)" % (suite, CRASH_SEED, CRASH_SEED)
+    steps = ("--steps", str(CRASH_STEPS))
+    straight_run = ExampleRun(os.path.join(root, "straight"), *args_of("straight"), *steps)
+    codes, straight = straight_run.wait()
+    test.assertEqual(codes, [0, 0], "%s\n%s" % (report, straight_run.tail()))
+    save_s = save_seconds(straight_run.lines)
+    killed = os.path.join(root, "killed")
+    chain, possible, cycles, checks, states = 0, {0}, [], 0, collections.Counter()
+    while len(cycles) < kills:
+        started = time.monotonic()
+        run = ExampleRun(killed, *args_of("killed-%d" % chain), *steps)
+        if run.wait_for("saving step") is not None:
+            time.sleep(rng.uniform(0, 1.5 * save_s))
+        killed_at = run.kill()
+        lines = [line for _at, line in run.lines]  # all rank 0 logged before it died
+        test.assertIn(resumed_step(lines), possible, "%s: resumed at the wrong checkpoint\n%s" % (report, run.tail()))
+        checks += 1
+        if killed_at is None:  # the run ended before the kill: its chain is done
+            codes, outcome = run.wait()
+            test.assertEqual(codes, [0, 0], "%s\n%s" % (report, run.tail()))
+            test.assertEqual(outcome["digest"], straight["digest"], report)
+            chain, possible = chain + 1, {0}
+            continue
+        cycles.append(time.monotonic() - started)
+        states[phase_of(lines)] += 1
+        possible = {max([resumed_step(lines)] + steps_logged(lines, COMMITTED)), saving_step(lines)}
+    final = ExampleRun(killed, *args_of("killed-%d" % chain), *steps)
+    codes, resumed = final.wait()
+    test.assertEqual(codes, [0, 0], "%s\n%s" % (report, final.tail()))
+    test.assertIn(resumed_step([line for _at, line in final.lines]), possible, report)
+    test.assertEqual(resumed["digest"], straight["digest"], report)
+    outcome = {"suite": suite, "seed": CRASH_SEED, "kills": len(cycles), "checks": checks + 1, "rounds": chain + 1,
+               "windowMs": round(save_s * 1000), "states": dict(states),
+               "killCycleS": {"mean": round(sum(cycles) / len(cycles), 2), "min": round(min(cycles), 2),
+                              "max": round(max(cycles), 2)}}
+    print("crash suite done: %s" % json.dumps(outcome), file=sys.stderr, flush=True)
+    # The loop proves little unless kills landed inside saves.
+    test.assertGreater(sum(n for state, n in states.items() if state != "after commit"), 0, report)
+    return outcome
 
 
 class Fsdp2ExampleTests(unittest.TestCase):
@@ -289,6 +495,11 @@ class Fsdp2ExampleTests(unittest.TestCase):
             self.assertEqual(codes, [0, 0])
             self.assertTrue(resumed["resumed_from"].endswith("iter_000000004"), resumed["resumed_from"])
             self.assertEqual(resumed["digest"], straight["digest"])
+
+    def test_sigkilled_inside_saves_the_unchanged_command_resumes_bit_exactly(self):
+        """CKPT_CRASH_KILLS (default 4) SIGKILLs of both ranks inside local DCP saves (crash_loop)."""
+        with tempfile.TemporaryDirectory(prefix="ckpt-fsdp2-crash-") as root:
+            crash_loop(self, root, lambda project: ("--project", project), crash_kills(4), "fsdp2-dcp")
 
 
 if __name__ == "__main__":

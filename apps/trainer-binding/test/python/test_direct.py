@@ -7,7 +7,6 @@ Environment: as test_dcp.py, plus CKPT_DIRECT_BUCKET (a fresh bucket) and CKPT_D
 """
 
 import os
-import signal
 import tempfile
 import unittest
 
@@ -20,9 +19,8 @@ from ckpt_dcp import DataProcess, DirectReader, DirectWriter, refusal_of
 BUCKET = os.environ.get("CKPT_DIRECT_BUCKET", "")
 CREDENTIALS = os.environ.get("CKPT_DIRECT_CREDENTIALS", "")
 
-
 def direct(project):
-    return ("--bucket", BUCKET, "--credentials", CREDENTIALS, "--project", project, "--steps", "4")
+    return ("--bucket", BUCKET, "--credentials", CREDENTIALS, "--project", project)
 
 
 class DirectPrimaryTests(unittest.TestCase):
@@ -53,24 +51,13 @@ class DirectPrimaryTests(unittest.TestCase):
             self.assertIn("__0_0.distcp", refusal.detail)
 
     def test_killed_mid_save_the_unchanged_command_resumes_from_the_store_bit_exactly(self):
+        """CKPT_CRASH_KILLS (default 20) SIGKILLs of both ranks inside saves to the store (see
+        test_dcp.crash_loop), each followed by the unchanged command, resuming in place."""
         with tempfile.TemporaryDirectory(prefix="ckpt-direct-") as root:
-            codes, straight = test_dcp.run_example(os.path.join(root, "straight"), *direct("straight"))
-            self.assertEqual(codes, [0, 0])
-            self.assertEqual(straight["step"], 4)
-            killed = os.path.join(root, "killed")
-            # Inside the save of step 2 (nothing committed yet), then of step 4 (2 is committed).
-            for step in (2, 4):
-                codes, _ = test_dcp.run_example(killed, *direct("killed"), "--kill-mid-save", str(step))
-                self.assertEqual(codes, [-signal.SIGKILL, -signal.SIGKILL])
-            codes, resumed = test_dcp.run_example(killed, *direct("killed"))
-            self.assertEqual(codes, [0, 0])
-            self.assertTrue(resumed["resumed_from"].startswith("s3://%s/killed/" % BUCKET), resumed["resumed_from"])
-            self.assertTrue(resumed["resumed_from"].endswith("iter_000000002"), resumed["resumed_from"])
-            self.assertEqual(resumed["digest"], straight["digest"])
+            test_dcp.crash_loop(self, root, direct, test_dcp.crash_kills(20), "fsdp2-direct")
             # No local copy of any shard: only the staged control files ever lived on disk.
-            local = [n for _d, _s, files in os.walk(killed) for n in files if n.endswith(".distcp")]
+            local = [n for _d, _s, files in os.walk(root) for n in files if n.endswith(".distcp")]
             self.assertEqual(local, [])
-
 
 if __name__ == "__main__":
     unittest.main()

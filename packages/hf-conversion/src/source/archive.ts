@@ -42,7 +42,11 @@ export async function describeArchivedModel(
       "MATERIALIZE_SOURCE_NOT_ARTIFACT",
       `the archive ${uri} is a ${remote.format} artifact without a consolidated ${MODEL_FILE}`,
       "the build converts a consolidated model.pt",
-      "Materialize a consolidated artifact (a trainer's model-only save or a merge output).",
+      remote.format === "dcp"
+        ? "DCP shards (a direct object-store primary's checkpoint among them) are not converted: fetch them " +
+            "(ckpt artifact fetch), consolidate them into model.pt with " +
+            "torch.distributed.checkpoint.format_utils.dcp_to_torch_save, and materialize that."
+        : "Materialize a consolidated artifact (a trainer's model-only save or a merge output).",
       { file: uri },
     );
   }
