@@ -79,6 +79,30 @@ describe("lockDirectory", () => {
     if (outcome.status === "held") await outcome.lock.release();
   });
 
+  it("never removes a look-alike of a lock or its temporary that holds files a lock does not write", async () => {
+    const lockDir = await lockIn();
+    const dead = spawnSync(process.execPath, [
+      "-e",
+      "process.stdout.write(String(process.pid))",
+    ]).stdout.toString();
+    await leaveLock(lockDir, Number(dead), hostname());
+    await writeFile(join(lockDir, "notes.txt"), "mine");
+    const temporary = `${lockDir}.${dead}-0123abcd`;
+    await mkdir(temporary);
+    await writeFile(join(temporary, "notes.txt"), "mine too");
+    expect((await lockDirectory(options(lockDir))).status).not.toBe("held");
+    expect(await readFile(join(lockDir, "notes.txt"), "utf8")).toBe("mine");
+    expect(await readFile(join(temporary, "notes.txt"), "utf8")).toBe("mine too");
+
+    const stale = await lockIn();
+    await mkdir(stale);
+    await writeFile(join(stale, "notes.txt"), "mine");
+    const old = new Date(Date.now() - 60_000);
+    await utimes(stale, old, old);
+    expect((await lockDirectory(options(stale))).status).not.toBe("held");
+    expect(await readFile(join(stale, "notes.txt"), "utf8")).toBe("mine");
+  });
+
   it("stops waiting when aborted", async () => {
     const lockDir = await lockIn();
     await leaveLock(lockDir, 4242, "elsewhere.example");
