@@ -88,6 +88,15 @@ const SOURCES = [
       tests("packages/merge/test/merge.test.ts", /foreign|marker|not ours|ours/i),
   },
   {
+    class: "output not ours",
+    source:
+      "removers and swap recovery: merge side directories, lock directories, prune-verified receipts (packages/merge/test/output.test.ts, manifest holder-lock, retention)",
+    count: () =>
+      tests("packages/merge/test/output.test.ts", /look-alike/) +
+      tests("packages/manifest/src/fs/holder-lock.test.ts", /look-alike/) +
+      tests("packages/retention/test/prune-verified.scenarios.test.ts", /receipt is/),
+  },
+  {
     class: "side names taken",
     source: "packages/merge/test/merge.test.ts",
     count: () =>

@@ -41,6 +41,16 @@ const SUITES = {
   "fsdp2-direct": { dir: "apps/trainer-binding", file: "test/direct.s3.test.ts", filter: "killed_mid_save" },
 };
 
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log(
+    "node tools/bench/crash-soak.bench.mjs [--kills N] [--suites publish,fetch,manager,merge,materialize]\n" +
+      "  [--seed S] [--jobs J] [--budget-factor F] [--logs DIR]\n" +
+      "Runs the crash suites of test/ with CKPT_CRASH_KILLS = ceil(N / suites) each (default N 1000; the\n" +
+      "archive suites never go below 100) and prints kills, checks, violations and seconds per suite.",
+  );
+  process.exit(0);
+}
+
 function option(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 && i + 1 < process.argv.length ? process.argv[i + 1] : fallback;

@@ -1,8 +1,10 @@
 // Shared helpers for tools/bench/*.bench.mjs: timing, noise detection, page-cache control, tables.
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 
 export const MiB = 1024 * 1024;
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux; /proc/stat and /proc/self/stat count in these
@@ -148,22 +150,29 @@ const REPO = join(import.meta.dirname, "..", "..");
 export const CLI_DIST = join(REPO, "apps", "cli", "dist", "bin.js");
 
 /**
- * The CLI under test, pinned: bundled from the built dist into `dir` with esbuild, so a rebuild of
- * the workspace during a run (tsup empties dist first) cannot break it. The dist itself when
- * esbuild is not installed.
+ * The CLI under test, pinned: bundled from the built dist into `dir` with esbuild (tsup's, so
+ * nothing extra is installed), so a rebuild of the workspace during a run (tsup empties dist
+ * first) cannot break it. Without esbuild it refuses rather than silently running the live dist.
  */
 export async function pinnedCli(dir) {
-  const esbuild = join(REPO, "node_modules", ".bin", "esbuild");
-  if (!existsSync(esbuild)) return CLI_DIST;
+  let esbuild;
+  try {
+    const fromTsup = createRequire(createRequire(join(REPO, "package.json")).resolve("tsup/package.json"));
+    esbuild = await import(pathToFileURL(fromTsup.resolve("esbuild")).href);
+  } catch (error) {
+    throw new Error(`pin the CLI: esbuild (tsup's) is not installed: ${error.message}. Run pnpm install.`);
+  }
   const out = join(dir, "ckpt-cli.mjs");
-  await run(esbuild, [
-    CLI_DIST,
-    "--bundle",
-    "--platform=node",
-    "--format=esm",
-    `--outfile=${out}`,
-    "--log-level=error",
-    "--banner:js=import { createRequire as __ckptRequire } from 'node:module'; const require = __ckptRequire(import.meta.url);",
-  ]);
+  await esbuild.build({
+    entryPoints: [CLI_DIST],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    outfile: out,
+    logLevel: "error",
+    banner: {
+      js: "import { createRequire as __ckptRequire } from 'node:module'; const require = __ckptRequire(import.meta.url);",
+    },
+  });
   return out;
 }

@@ -15,6 +15,7 @@ import {
 } from "@ckpt/manifest";
 import { ArchivePublisherError, kindOf, messageOf } from "./errors.js";
 import { entryKind, type HashEvent, hashLocal, iterDirOf } from "./internal/local.js";
+import { localNoSpace } from "./internal/space.js";
 import { drain, withEvents } from "@ckpt/progress";
 
 export interface CommitArtifactOptions {
@@ -258,6 +259,13 @@ export async function* commitArtifactIter(
       { path: manifestPath, data: bytes },
     );
   } catch (error) {
+    const full = localNoSpace(
+      manifestPath,
+      bytes.byteLength,
+      error,
+      "Nothing was committed: the artifact has no manifest and its payload is unchanged.",
+    );
+    if (full !== undefined) throw full;
     throw new ArchivePublisherError("PUBLISH_LOCAL_WRITE_FAILED", `commit ${root}: ${messageOf(error)}`, {
       kind: kindOf(error) === "transient" ? "transient" : "failed",
       subject: manifestPath,

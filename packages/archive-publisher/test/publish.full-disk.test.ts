@@ -243,3 +243,26 @@ describe("publish of an artifact on a full disk", () => {
     await expectPublished(dir, root);
   });
 });
+
+describe("commit on a full disk", () => {
+  it("fails PUBLISH_NO_SPACE naming the manifest, commits nothing and leaves no temporary; commits once space is freed", async () => {
+    const disk = await smallDisk(1024 * KiB);
+    const dir = join(disk, "iter_000000300");
+    await writeTree(dir, { "model.pt": payload("model", 40 * KiB) });
+    const filler = await fillDisk(disk, 0);
+    const manifest = join(dir, ARTIFACT_MANIFEST.fileName);
+    const refusal = commitArtifact(dir, { format: "consolidated", components: ["model"] });
+    await expect(refusal).rejects.toBeInstanceOf(ArchivePublisherError);
+    await expect(refusal).rejects.toMatchObject({
+      code: "PUBLISH_NO_SPACE",
+      kind: "failed",
+      subject: manifest,
+    });
+    await expect(refusal).rejects.toThrow(`the disk filled while writing ${manifest}`);
+    expect([...(await snapshot(dir)).keys()]).toEqual(["model.pt"]);
+    expect(await temporaries(disk)).toEqual([]);
+    await rm(filler);
+    await commitArtifact(dir, { format: "consolidated", components: ["model"] });
+    expect(ARTIFACT_MANIFEST.parse(await readFile(manifest)).iteration).toBe(300);
+  });
+});

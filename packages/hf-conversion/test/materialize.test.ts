@@ -1,5 +1,6 @@
 // @module-tag torch
 import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -454,6 +455,25 @@ describe("the ownership rule: a record that does not parse as this tool's makes 
         });
       }
       expect(await readFile(join(out, "notes.txt"), "utf8")).toBe("mine");
+    },
+  );
+
+  it.each([
+    ["a garbage", "not json{"],
+    ["an empty-JSON", "{}"],
+    ["a FIFO", undefined],
+  ])(
+    "a look-alike <out>.tmp or <out>.previous beside %s .materialized is neither removed nor swapped in",
+    async (_, contents) => {
+      for (const side of [".tmp", ".previous"]) {
+        const out = freshOut();
+        await foreignBesideRecord(`${out}${side}`, ".materialized", contents);
+        await expect(materializeHf(request(denseA, dense.base, out, { force: true }))).rejects.toMatchObject({
+          code: "MATERIALIZE_OUTPUT_FOREIGN",
+        });
+        expect(await readFile(join(`${out}${side}`, "notes.txt"), "utf8")).toBe("mine");
+        expect(existsSync(out)).toBe(false);
+      }
     },
   );
 

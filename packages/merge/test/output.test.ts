@@ -1,9 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { fsyncDirectory, type SwapIo } from "@ckpt/manifest";
+import { fsyncDirectory, MERGE_COMPLETE, pathKind, type SwapIo } from "@ckpt/manifest";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
-import { sidePaths, swapIntoPlace } from "../src/internal/output.js";
+import { recoverInterruptedSwap, sidePaths, swapIntoPlace } from "../src/internal/output.js";
 
 describe("merge's swap into place", () => {
   it("fsyncs the parent after each of its two renames, so a power loss cannot reorder them", async () => {
@@ -37,5 +38,41 @@ describe("merge's swap into place", () => {
       `fsync ${parent}`,
     ]);
     expect(await readFile(join(iterDir, "model.pt"), "utf8")).toBe("new");
+  });
+});
+
+describe("merge's recovery of its side directories: the ownership rule", () => {
+  async function foreignBesideRecord(dir: string, contents: string | undefined): Promise<void> {
+    await mkdir(dir);
+    await writeFile(join(dir, "notes.txt"), "mine");
+    const record = join(dir, MERGE_COMPLETE.fileName);
+    if (contents === undefined) execFileSync("mkfifo", [record]);
+    else await writeFile(record, contents);
+  }
+
+  describe.each([
+    ["a garbage", "not json{"],
+    ["an empty-JSON", "{}"],
+    ["a FIFO", undefined],
+  ])("beside %s completion record", (_, contents) => {
+    it.each(["staging", "previous"] as const)(
+      "a look-alike .merge-%s holding foreign files is refused untouched",
+      async (side) => {
+        const iterDir = join(await testdir("ckpt-merge-side-"), "iter_000000001");
+        await mkdir(iterDir);
+        await foreignBesideRecord(sidePaths(iterDir)[side], contents);
+        await expect(recoverInterruptedSwap(iterDir)).rejects.toMatchObject({ code: "MERGE_FOREIGN_FILES" });
+        expect(await readFile(join(sidePaths(iterDir)[side], "notes.txt"), "utf8")).toBe("mine");
+      },
+    );
+
+    it("a look-alike .merge-previous where the artifact is missing is not renamed into its place", async () => {
+      const iterDir = join(await testdir("ckpt-merge-side-"), "iter_000000001");
+      const { previous } = sidePaths(iterDir);
+      await foreignBesideRecord(previous, contents);
+      await expect(recoverInterruptedSwap(iterDir)).rejects.toMatchObject({ code: "MERGE_FOREIGN_FILES" });
+      expect(await pathKind(iterDir)).toBe("absent");
+      expect(await readFile(join(previous, "notes.txt"), "utf8")).toBe("mine");
+    });
   });
 });

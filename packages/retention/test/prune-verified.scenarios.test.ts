@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -300,6 +301,27 @@ describe("prune-verified with a lying or failing memory store", () => {
     delete marker.files[0].sha256;
     await writeReceipt(artifact.dir, JSON.stringify(marker));
     expect((await pruneVerified([artifact.dir])).kept).toMatchObject([{ code: "PRUNE_MISSING_DIGEST" }]);
+  });
+
+  it.each([
+    ["an empty JSON object", "{}"],
+    ["torn JSON", '{"schema": "posttrain.archive-marker.v1", "files": ['],
+    ["binary garbage", Buffer.from([0xff, 0xfe, 0x00, 0x7b])],
+    ["a FIFO", undefined],
+  ])("keeps every file of an artifact whose receipt is %s (it proves nothing)", async (_, bytes) => {
+    const { artifact } = await publishedMemory();
+    const receipt = join(artifact.dir, UPLOADED_MARKER.fileName);
+    await rm(receipt);
+    if (bytes === undefined) execFileSync("mkfifo", [receipt]);
+    else await writeFile(receipt, bytes);
+    const before = await listing(artifact.dir);
+    const report = await pruneVerified([artifact.dir]);
+    expect(report.removed).toEqual([]);
+    expect(report.kept).toMatchObject([{ code: "PRUNE_INVALID_RECEIPT" }]);
+    expect(await listing(artifact.dir)).toEqual(before);
+    expect(await readFile(join(artifact.dir, "model.pt"))).toEqual(
+      Buffer.from(artifact.files.get("model.pt")!),
+    );
   });
 
   it("stops with RETENTION_ABORTED when aborted", async () => {

@@ -2,7 +2,7 @@
 // test (the suite runs as root); a failed mount fails the suite rather than skipping it.
 import { readdir, rm } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { LATEST_POINTER, TENSOR_INVENTORY } from "@ckpt/manifest";
+import { ARTIFACT_MANIFEST, LATEST_POINTER, pathKind, TENSOR_INVENTORY } from "@ckpt/manifest";
 import { fillDisk, smallDisk } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import {
@@ -101,5 +101,31 @@ describe("manager save on a full disk", () => {
     }
     await saveStep(manager, 2, { cadence: true });
     expect(await latestOf(manager)).toBe(2);
+  });
+
+  it("an artifact's manifest on a full disk fails with MANAGER_NO_SPACE naming it; nothing is committed, and the same step commits once space is freed", async () => {
+    const disk = await smallDisk(4 * MiB);
+    const { manager } = await openManager(join(disk, "out"), {
+      save_async: false,
+      save_every: 1,
+      checkpoint_components: ["model"],
+    });
+    const session = await manager.beginSave(1, manager.planSave(1, { cadence: true })!);
+    await writeTargets(session.targets);
+    const filler = await fillDisk(disk, 0);
+    const refusal = manager.commitSave(session);
+    await expect(refusal).rejects.toMatchObject({
+      code: "MANAGER_NO_SPACE",
+      kind: "failed",
+      subject: join(session.dir, ARTIFACT_MANIFEST.fileName),
+    });
+    await expect(refusal).rejects.toThrow(join(session.dir, ARTIFACT_MANIFEST.fileName));
+    expect(await pathKind(join(session.dir, ARTIFACT_MANIFEST.fileName))).toBe("absent");
+    expect(await temporaries(disk)).toEqual([]);
+    await rm(filler);
+    const again = await manager.beginSave(1, manager.planSave(1, { cadence: true })!);
+    await writeTargets(again.targets);
+    expect(await manager.commitSave(again)).toMatchObject({ status: "committed" });
+    expect(await pathKind(join(again.dir, ARTIFACT_MANIFEST.fileName))).toBe("file");
   });
 });

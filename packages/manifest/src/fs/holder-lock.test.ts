@@ -22,6 +22,11 @@ async function leaveLock(lockDir: string, pid: number, host: string, ageMs = 0):
   await utimes(lockDir, when, when);
 }
 
+/** The pid of a process that has exited. */
+function deadPid(): string {
+  return spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]).stdout.toString();
+}
+
 const options = (lockDir: string) => ({ lockDir, staleMs: 10_000, waitMs: 0, pollMs: 20 });
 
 describe("lockDirectory", () => {
@@ -56,10 +61,7 @@ describe("lockDirectory", () => {
 
   it("clears at once a lock whose holder on this host is gone, and its half-made temporaries", async () => {
     const lockDir = await lockIn();
-    const dead = spawnSync(process.execPath, [
-      "-e",
-      "process.stdout.write(String(process.pid))",
-    ]).stdout.toString();
+    const dead = deadPid();
     await leaveLock(lockDir, Number(dead), hostname());
     await mkdir(`${lockDir}.${dead}-0123abcd`);
     const outcome = await lockDirectory(options(lockDir));
@@ -77,6 +79,27 @@ describe("lockDirectory", () => {
     const outcome = await lockDirectory(options(stale));
     expect(outcome.status).toBe("held");
     if (outcome.status === "held") await outcome.lock.release();
+  });
+
+  it("never removes a look-alike of a lock or its temporary that holds files a lock does not write", async () => {
+    const lockDir = await lockIn();
+    const dead = deadPid();
+    await leaveLock(lockDir, Number(dead), hostname());
+    await writeFile(join(lockDir, "notes.txt"), "mine");
+    const temporary = `${lockDir}.${dead}-0123abcd`;
+    await mkdir(temporary);
+    await writeFile(join(temporary, "notes.txt"), "mine too");
+    expect((await lockDirectory(options(lockDir))).status).not.toBe("held");
+    expect(await readFile(join(lockDir, "notes.txt"), "utf8")).toBe("mine");
+    expect(await readFile(join(temporary, "notes.txt"), "utf8")).toBe("mine too");
+
+    const stale = await lockIn();
+    await mkdir(stale);
+    await writeFile(join(stale, "notes.txt"), "mine");
+    const old = new Date(Date.now() - 60_000);
+    await utimes(stale, old, old);
+    expect((await lockDirectory(options(stale))).status).not.toBe("held");
+    expect(await readFile(join(stale, "notes.txt"), "utf8")).toBe("mine");
   });
 
   it("stops waiting when aborted", async () => {

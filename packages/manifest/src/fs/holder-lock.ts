@@ -71,6 +71,27 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/**
+ * The ownership rule (issue 16) for lock directories: one is a lock's only while it holds nothing
+ * but its holder record (or nothing, half made). A directory under a lock's name that holds other
+ * files is someone else's and is never removed, however stale or dead its holder looks.
+ */
+function holdsOnlyLockRecord(dir: string): boolean {
+  try {
+    return fs.readdirSync(dir).every((name) => name === LOCK_HOLDER_FILE);
+  } catch {
+    return false;
+  }
+}
+
+/** What removing a directory that is not a lock's answers: it is left as it is. */
+function notALock(dir: string): NodeJS.ErrnoException {
+  return Object.assign(
+    new Error(`${dir} holds files a lock does not write; it is not a ckpt lock and was left untouched`),
+    { code: "ENOTEMPTY", path: dir },
+  );
+}
+
 /** `<lock>.<pid>-<hex>` (being created) and `<lock>.dead-<pid>-<hex>` (being removed). */
 const temporaryName = (lockDir: string, dead: boolean) =>
   `${lockDir}.${dead ? "dead-" : ""}${process.pid}-${randomBytes(4).toString("hex")}`;
@@ -103,9 +124,11 @@ function fsWithHolder(holder: LockHolder): typeof fs {
       }
     },
     rmdir(path: fs.PathLike, done: (error: NodeJS.ErrnoException | null) => void) {
-      fs.rm(String(path), { recursive: true }, done);
+      if (!holdsOnlyLockRecord(String(path))) done(notALock(String(path)));
+      else fs.rm(String(path), { recursive: true }, done);
     },
     rmdirSync(path: fs.PathLike) {
+      if (!holdsOnlyLockRecord(String(path))) throw notALock(String(path));
       fs.rmSync(String(path), { recursive: true });
     },
   } as unknown as typeof fs;
@@ -131,11 +154,16 @@ function clearDeadLocks(lockDir: string): void {
     if (!match) continue;
     const path = join(dirname(lockDir), name);
     const holder = readLockHolder(path);
-    if ((holder === undefined || holder.host === hostname()) && !isAlive(Number(match[1])))
+    if (
+      (holder === undefined || holder.host === hostname()) &&
+      !isAlive(Number(match[1])) &&
+      holdsOnlyLockRecord(path)
+    )
       fs.rmSync(path, { recursive: true, force: true });
   }
   const holder = readLockHolder(lockDir);
   if (holder === undefined || holder.host !== hostname() || isAlive(holder.pid)) return;
+  if (!holdsOnlyLockRecord(lockDir)) return;
   const aside = temporaryName(lockDir, true);
   try {
     fs.renameSync(lockDir, aside);

@@ -18,6 +18,7 @@ import {
   pathKind,
   type PathKind,
   readBoundedFile,
+  readOwnership,
   recoverSwap,
   removeOwnedDirectory,
   type StagedPaths,
@@ -199,26 +200,32 @@ export async function digestRecordedFiles(
   return new Map(paths.map((p) => [p, digests.get(join(iterDir, p))]));
 }
 
-/** A merge's own side directory holds only the plain files a merge writes. */
-async function plainFilesOnly(dir: string): Promise<Ownership> {
-  for (const name of await readdir(dir)) {
+/**
+ * The ownership rule (issue 16) for a merge's side directory: it holds only the plain files a
+ * merge writes, and its completion record, when there is one, parses and validates as this tool's
+ * (a build killed before writing it leaves none; atomic writes never leave a torn one).
+ */
+async function sideOwnership(dir: string): Promise<Ownership> {
+  const names = await readdir(dir);
+  for (const name of names) {
     if ((await pathKind(join(dir, name))) !== "file")
       return { owned: false, reason: `it holds ${name}, which is not a plain file a merge writes` };
   }
-  return { owned: true, record: undefined };
+  if (!names.includes(MERGE_COMPLETE.fileName)) return { owned: true, record: undefined };
+  return readOwnership(dir, MERGE_COMPLETE.fileName, MERGE_COMPLETE.parse);
+}
+
+function foreignSide(dir: string, reason: string): MergeError {
+  return new MergeError(
+    "MERGE_FOREIGN_FILES",
+    `merge: ${dir} (a merge's own staging name): ${reason}. Move it elsewhere; nothing was changed.`,
+    { kind: "refused", file: dir },
+  );
 }
 
 /** Removes a directory only this tool writes (staging or previous); anything else is refused untouched. */
 function removeOwnDirectory(dir: string): Promise<void> {
-  return removeOwnedDirectory(dir, {
-    ownership: plainFilesOnly,
-    refuse: (_, reason) =>
-      new MergeError(
-        "MERGE_FOREIGN_FILES",
-        `merge: ${dir} (a merge's own staging name): ${reason}. Move it elsewhere; nothing was changed.`,
-        { kind: "refused", file: dir },
-      ),
-  });
+  return removeOwnedDirectory(dir, { ownership: sideOwnership, refuse: foreignSide });
 }
 
 /**
@@ -248,6 +255,15 @@ export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryA
   const paths = sidePaths(iterDir);
   const { staging, previous } = paths;
   const actions: RecoveryAction[] = [];
+  // Checked before any rename, so a foreign look-alike is never moved into the artifact's place.
+  for (const side of [previous, staging]) {
+    const kind = await pathKind(side);
+    if (kind === "file" || kind === "other") throw sideNameOccupied(side, kind);
+    if (kind === "dir") {
+      const ownership = await sideOwnership(side);
+      if (!ownership.owned) throw foreignSide(side, ownership.reason);
+    }
+  }
   const final = await pathKind(iterDir);
   const previousKind = await pathKind(previous);
   const step = decideSwapRecovery({
@@ -261,10 +277,6 @@ export async function recoverInterruptedSwap(iterDir: string): Promise<RecoveryA
   });
   await recoverSwap(paths, step);
   if (step !== "none") actions.push(step === "finish" ? "finished-swap" : "undid-swap");
-  for (const side of [previous, staging]) {
-    const kind = await pathKind(side);
-    if (kind === "file" || kind === "other") throw sideNameOccupied(side, kind);
-  }
   if ((await pathKind(previous)) === "dir") {
     await removeOwnDirectory(previous);
     actions.push("removed-previous");

@@ -201,6 +201,9 @@ export async function commitArtifactLocal(
     const bytes = await readFile(result.manifestPath);
     return { path: result.manifestPath, sha256: sha256Hex(bytes), bytes: result.bytes };
   } catch (error) {
+    if (error instanceof ArchivePublisherError && error.code === "PUBLISH_NO_SPACE") {
+      throw noSpace(`commit: ${error.message}`, error.subject ?? dir, error);
+    }
     if (error instanceof ArchivePublisherError) {
       const code =
         error.code === "PUBLISH_ALREADY_COMMITTED"
