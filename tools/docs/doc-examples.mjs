@@ -138,6 +138,8 @@ export async function prepareSandbox(extraEnv = {}) {
     CKPT_REPO: ROOT,
     NO_COLOR: "1",
     ...(process.env.CI ? { CI: process.env.CI } : {}),
+    // The PyTorch 2 interpreter the tests use (default: the repository's .venv), for transformers examples.
+    CKPT_PYTHON: process.env.CKPT_PYTHON ?? join(ROOT, ".venv", "bin", "python"),
     ...extraEnv,
   };
   let count = 0;

@@ -50,6 +50,7 @@ export {
   type RuleInstance,
   type SourceTensor,
   type TensorRecipe,
+  type TiedAlias,
   planConversion,
 } from "./plan/mapping.js";
 

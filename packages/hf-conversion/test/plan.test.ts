@@ -49,6 +49,12 @@ const stackedKeys = (prefix: string) => [
   { name: `${prefix}.down_proj`, dtype: "BF16" as const, shape: [E, I, H] },
 ];
 
+// transformers 5's fused expert modules: nn.Linear orientation, stacked.
+const fusedKeys = (prefix: string) => [
+  { name: `${prefix}.gate_up_proj`, dtype: "BF16" as const, shape: [E, 2 * I, H] },
+  { name: `${prefix}.down_proj`, dtype: "BF16" as const, shape: [E, H, I] },
+];
+
 const router = { name: "model.layers.0.mlp.gate.weight", dtype: "BF16" as const, shape: [E, H] };
 
 describe("planConversion: dense models need no rules", () => {
@@ -94,6 +100,40 @@ describe("planConversion: dense models need no rules", () => {
     const wrong = source.map((t) => (t.name === "layers.0.q" ? { ...t, shape: [H, H + 1] } : t));
     expect(() => planConversion(shards, wrong)).toThrow(
       expect.objectContaining({ code: "MATERIALIZE_SHAPE_MISMATCH", key: "layers.0.q" }),
+    );
+  });
+
+  it("drops a tied lm_head the base's index does not list: one storage, or the config's tie", () => {
+    const { shards, source } = dense();
+    const tiedBase = shards.map((s) => ({ ...s, tensors: s.tensors.filter((t) => t.name !== "lm_head") }));
+    const ckpt = (head: Partial<SourceTensor>) => [
+      ...source.filter((t) => t.name !== "lm_head"),
+      { name: "model.embed_tokens.weight", dtype: "BF16" as const, shape: [16, H] },
+      { name: "lm_head.weight", dtype: "BF16" as const, shape: [16, H], ...head },
+    ];
+    const base = tiedBase.map((s, i) =>
+      i === 0
+        ? {
+            ...s,
+            tensors: [
+              ...s.tensors,
+              { name: "model.embed_tokens.weight", dtype: "BF16" as const, shape: [16, H] },
+            ],
+          }
+        : s,
+    );
+    expect(planConversion(base, ckpt({ sameAs: "model.embed_tokens.weight" })).tiedAliases).toEqual([
+      { name: "lm_head.weight", sameAs: "model.embed_tokens.weight", proof: "storage" },
+    ]);
+    expect(planConversion(base, ckpt({}), { tiedEmbeddings: true }).tiedAliases).toEqual([
+      { name: "lm_head.weight", sameAs: "model.embed_tokens.weight", proof: "bytes" },
+    ]);
+    // Untied by the config, or of another shape: an extra key, as before.
+    expect(() => planConversion(base, ckpt({}))).toThrow(
+      expect.objectContaining({ code: "MATERIALIZE_KEY_EXTRA", key: "lm_head.weight" }),
+    );
+    expect(() => planConversion(base, ckpt({ shape: [17, H] }), { tiedEmbeddings: true })).toThrow(
+      expect.objectContaining({ code: "MATERIALIZE_KEY_EXTRA", key: "lm_head.weight" }),
     );
   });
 
@@ -174,6 +214,37 @@ describe("planConversion: expert layout rules", () => {
       E * H * 2 * I * 2,
       E * I * H * 2,
     ]);
+  });
+
+  it("transformers 5's fused modules ([E, 2I, H], [E, H, I]) become the base's per-expert keys", () => {
+    const shards: LayoutShard[] = [
+      { file: "a.safetensors", metadata: {}, tensors: [router, ...perExpertKeys(P)] },
+    ];
+    const plan = planConversion(shards, [router, ...fusedKeys(P)]);
+    expect(plan.instances.map((i) => i.rule.name)).toEqual(["transformers-fused-to-per-expert"]);
+    expect(plan.instances[0]!.dims.get("up")).toEqual({ out: I, in: H });
+    expect(plan.instances[0]!.dims.get("down")).toEqual({ out: H, in: I });
+  });
+
+  it("transformers 5's fused modules over a stacked base: same keys, told apart by shape (even gate_up_proj's, equal when H = 2I as here)", () => {
+    const shards: LayoutShard[] = [
+      { file: "a.safetensors", metadata: {}, tensors: [router, ...stackedKeys(P)] },
+    ];
+    const plan = planConversion(shards, [router, ...fusedKeys(P)]);
+    expect(plan.instances.map((i) => i.rule.name)).toEqual(["transformers-fused-to-stacked-fused"]);
+    expect(plan.copied).toEqual([router.name]);
+    // The same layout on both sides is copied, not re-laid.
+    const same = planConversion(shards, [router, ...stackedKeys(P)]);
+    expect(same.instances).toEqual([]);
+    expect(same.copied).toHaveLength(3);
+  });
+
+  it("refuses a same-key shape disagreement no rule resolves as a shape mismatch, with the rule's reason", () => {
+    const shards: LayoutShard[] = [{ file: "a.safetensors", metadata: {}, tensors: stackedKeys(P) }];
+    const wrong = [{ ...fusedKeys(P)[0]!, shape: [E, 2 * I, H + 1] }, fusedKeys(P)[1]!];
+    expect(() => planConversion(shards, wrong)).toThrow(
+      expect.objectContaining({ code: "MATERIALIZE_SHAPE_MISMATCH", key: `${P}.gate_up_proj` }),
+    );
   });
 
   it("applies a rule once per module path (every layer its own instance)", () => {
@@ -285,9 +356,11 @@ describe("rules are checked when compiled", () => {
   });
 
   it("the built-in rules compile", () => {
-    expect(BUILTIN_EXPERT_RULES.map((r) => compileRule(r).parts)).toEqual([
-      ["gate", "up", "down"],
-      ["gate", "up", "down"],
+    expect(BUILTIN_EXPERT_RULES.map((r) => [r.name, compileRule(r).parts])).toEqual([
+      ["stacked-fused-to-per-expert", ["gate", "up", "down"]],
+      ["per-expert-to-stacked-fused", ["gate", "up", "down"]],
+      ["transformers-fused-to-per-expert", ["gate", "up", "down"]],
+      ["transformers-fused-to-stacked-fused", ["gate", "up", "down"]],
     ]);
   });
 });

@@ -110,4 +110,14 @@ describe("parseStrictJson", () => {
     }
     expect(parse("[1.0,4e0]")).toEqual([1, 4]);
   });
+
+  it("with approximateLargeIntegers, reads an integer beyond 2^53 as the nearest double; Infinity stays refused", () => {
+    const text = '{"model_max_length":1000000000000000019884624838656}';
+    expect(() => parse(text)).toThrow(expect.objectContaining({ code: "JSON_NUMBER_OUT_OF_RANGE" }));
+    const loose = (t: string) => parseStrictJson(t, { name: "t.json", approximateLargeIntegers: true });
+    expect(loose(text)).toEqual({ model_max_length: 1e30 });
+    expect(() => loose(`[1${"0".repeat(400)}]`)).toThrow(
+      expect.objectContaining({ code: "JSON_NUMBER_OUT_OF_RANGE" }),
+    );
+  });
 });

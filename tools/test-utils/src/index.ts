@@ -84,6 +84,15 @@ export {
   type ReferenceTensor,
   referenceSafetensors,
 } from "./reference-safetensors.js";
+export {
+  type ExpertLayout,
+  loadWithTransformers,
+  makeTransformersFixture,
+  TRANSFORMERS_MODELS,
+  type TransformersFixture,
+  type TransformersLoad,
+  type TransformersModel,
+} from "./transformers-models.js";
 export { mulberry32, randomInt, seededBytes, seedFrom } from "./rng.js";
 
 export {

@@ -19,6 +19,7 @@ import { HfConversionError, type MaterializeStage, noSpace, refusal } from "../e
 import { type ConversionPlan, planConversion } from "../plan/mapping.js";
 import { type BasePreflight, preflightBase } from "../preflight/base.js";
 import type { OpenedSource } from "../source/open.js";
+import { assertTiedCopies } from "../source/tied.js";
 import { probeShard, type ShardProbe, type VerifyReport, verifyStaged } from "../verify/verify.js";
 import {
   decideMaterialize,
@@ -230,6 +231,9 @@ class Run {
         case "build": {
           const opened = yield* this.stage("fetch", () => this.session.bytes());
           const plan = this.plan(opened);
+          await assertTiedCopies(opened, plan.tiedAliases).catch((error: unknown) => {
+            throw inStage(error, "plan", this.options.out);
+          });
           await this.assertRoom(plan);
           await this.recover(decision.recover);
           if (decision.discardStaged) {
@@ -275,12 +279,23 @@ class Run {
     try {
       const plan = planConversion(this.base.shards, opened.tensors, {
         rules: this.request.rules,
+        tiedEmbeddings: this.base.tiedEmbeddings,
         expectTensors: this.options.expectTensors,
         minTensors: this.options.minTensors,
       });
       for (const change of plan.dtypeChanges.slice(0, 5)) {
         this.notes.push(
           `${change.name} is ${change.checkpoint} in the checkpoint and ${change.base} in the base; the output keeps ${change.checkpoint}`,
+        );
+      }
+      const applied = new Map<string, number>();
+      for (const instance of plan.instances)
+        applied.set(instance.rule.name, (applied.get(instance.rule.name) ?? 0) + 1);
+      for (const [rule, count] of applied)
+        this.notes.push(`expert layout rule ${rule} re-laid the experts at ${count} module path(s)`);
+      for (const alias of plan.tiedAliases) {
+        this.notes.push(
+          `${alias.name} is tied to ${alias.sameAs} (${alias.proof === "storage" ? "one storage in the checkpoint" : "equal bytes, config.json ties the word embeddings"}) and the base's index does not list it; the output holds it once, as the base does`,
         );
       }
       return plan;

@@ -17,6 +17,11 @@ export interface SourceTensor {
   readonly name: string;
   readonly dtype: DType;
   readonly shape: readonly number[];
+  /**
+   * An earlier key viewing exactly the same stored elements (same storage, offset, strides, shape
+   * and dtype): a tied weight, such as `lm_head.weight` tied to `model.embed_tokens.weight`.
+   */
+  readonly sameAs?: string;
 }
 
 /** A tensor of the base's layout. */
@@ -73,6 +78,18 @@ export interface OutputShard {
   readonly tensors: readonly OutputTensor[];
 }
 
+/**
+ * A checkpoint key dropped as a tied copy of a copied key. `storage`: torch.save kept both as one
+ * storage (proven by the file). `bytes`: the base's config ties the word embeddings and the two
+ * are separate tensors (a merge or a consolidation untied them): the build compares their bytes
+ * before it writes anything.
+ */
+export interface TiedAlias {
+  readonly name: string;
+  readonly sameAs: string;
+  readonly proof: "storage" | "bytes";
+}
+
 /** The whole conversion, decided before the staging directory exists. */
 export interface ConversionPlan {
   readonly shards: readonly OutputShard[];
@@ -87,6 +104,11 @@ export interface ConversionPlan {
     readonly base: DType;
     readonly checkpoint: DType;
   }[];
+  /**
+   * Checkpoint keys no base key takes that are tied aliases of a copied key (`sameAs`): the output
+   * holds their elements under that key, and loaders tie them as the base's config says.
+   */
+  readonly tiedAliases: readonly TiedAlias[];
 }
 
 export interface PlanOptions {
@@ -95,7 +117,12 @@ export interface PlanOptions {
   readonly expectTensors?: number;
   /** Fewest output tensors accepted. */
   readonly minTensors?: number;
+  /** The base's config ties the word embeddings: `lm_head.weight` may be a copy of the input embedding. */
+  readonly tiedEmbeddings?: boolean;
 }
+
+const OUTPUT_EMBEDDING = "lm_head.weight";
+const INPUT_EMBEDDING = "embed_tokens.weight";
 
 const sameShape = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((d, i) => d === b[i]);
@@ -223,7 +250,7 @@ export function planConversion(
   const unresolved = new Set<string>();
   const unconsumed = new Set(checkpoint.keys());
   const copied: string[] = [];
-  const dtypeChanges: ConversionPlan["dtypeChanges"][number][] = [];
+  const reshaped: string[] = [];
 
   for (const t of base.values()) {
     const s = checkpoint.get(t.name);
@@ -232,13 +259,11 @@ export function planConversion(
       continue;
     }
     if (!sameShape(s.shape, t.shape)) {
-      throw refusal(
-        "MATERIALIZE_SHAPE_MISMATCH",
-        `checkpoint key ${quote(t.name)} is ${showShape(s.shape)} but the base's index has it as ${showShape(t.shape)}`,
-        "the build would write it under that key for loaders that expect the base's shape",
-        "Materialize against the base this checkpoint was trained from.",
-        { key: t.name, kind: "input" },
-      );
+      // A layout rule may re-lay it under the same key (transformers 5's fused experts over a
+      // stacked base); refused below if none does.
+      unresolved.add(t.name);
+      reshaped.push(t.name);
+      continue;
     }
     if (!isSafetensorsDType(s.dtype)) {
       throw refusal(
@@ -249,9 +274,26 @@ export function planConversion(
         { key: t.name, kind: "input" },
       );
     }
-    if (s.dtype !== t.dtype) dtypeChanges.push({ name: t.name, base: t.dtype, checkpoint: s.dtype });
     unconsumed.delete(t.name);
     copied.push(t.name);
+  }
+
+  // A module path where a stacked key changed shape is re-laid as a whole: its other stacked keys
+  // can keep their shape by coincidence (gate_up_proj is [E, H, 2I] and [E, 2I, H] when H = 2I).
+  for (const rule of rules) {
+    for (const group of rule.base.filter((g) => g.stacked)) {
+      for (const name of reshaped) {
+        const prefix = group.pattern.exec(name)?.groups?.prefix;
+        if (prefix === undefined) continue;
+        for (const sibling of rule.base.filter((g) => g.stacked)) {
+          const key = groupKey(sibling, prefix);
+          if (!copied.includes(key)) continue;
+          copied.splice(copied.indexOf(key), 1);
+          unresolved.add(key);
+          unconsumed.add(key);
+        }
+      }
+    }
   }
 
   const instances: RuleInstance[] = [];
@@ -288,6 +330,17 @@ export function planConversion(
     }
   }
 
+  const mismatch = reshaped.find((name) => unresolved.has(name));
+  if (mismatch !== undefined) {
+    const reason = reasons.get(mismatch);
+    throw refusal(
+      "MATERIALIZE_SHAPE_MISMATCH",
+      `checkpoint key ${quote(mismatch)} is ${showShape(checkpoint.get(mismatch)!.shape)} but the base's index has it as ${showShape(base.get(mismatch)!.shape)}${reason ? ` (${reason})` : ""}`,
+      "the build would write it under that key for loaders that expect the base's shape",
+      "Materialize against the base this checkpoint was trained from.",
+      { key: mismatch, kind: "input" },
+    );
+  }
   if (unresolved.size > 0) {
     const missing = [...base.keys()].filter((k) => unresolved.has(k));
     const reason = reasons.get(missing[0]!);
@@ -298,6 +351,25 @@ export function planConversion(
       "Check that the checkpoint was trained from this base; expert layouts need a matching rule (docs/hf-conversion.md).",
       { key: missing[0], kind: "input" },
     );
+  }
+  const tiedAliases: TiedAlias[] = [];
+  const copiedKeys = new Set(copied);
+  for (const t of source) {
+    if (!unconsumed.has(t.name)) continue;
+    if (t.sameAs !== undefined && copiedKeys.has(t.sameAs)) {
+      tiedAliases.push({ name: t.name, sameAs: t.sameAs, proof: "storage" });
+      unconsumed.delete(t.name);
+      continue;
+    }
+    if (!options.tiedEmbeddings || !t.name.endsWith(OUTPUT_EMBEDDING)) continue;
+    const inputs = copied.filter((name) => {
+      const input = checkpoint.get(name)!;
+      return name.endsWith(INPUT_EMBEDDING) && input.dtype === t.dtype && sameShape(input.shape, t.shape);
+    });
+    if (inputs.length === 1) {
+      tiedAliases.push({ name: t.name, sameAs: inputs[0]!, proof: "bytes" });
+      unconsumed.delete(t.name);
+    }
   }
   if (unconsumed.size > 0) {
     const extra = source.map((t) => t.name).filter((k) => unconsumed.has(k));
@@ -310,6 +382,10 @@ export function planConversion(
     );
   }
 
+  const dtypeChanges = copied.flatMap((name) => {
+    const [b, c] = [base.get(name)!.dtype, checkpoint.get(name)!.dtype];
+    return b === c ? [] : [{ name, base: b, checkpoint: c }];
+  });
   const producer = new Map<string, TensorRecipe>();
   for (const name of copied) producer.set(name, { kind: "copy", source: name });
   for (const instance of instances) {
@@ -359,5 +435,5 @@ export function planConversion(
       "Check --base and the checkpoint, or lower --min-tensors for a small model.",
     );
   }
-  return { shards: outShards, tensorCount, totalBytes, copied, instances, dtypeChanges };
+  return { shards: outShards, tensorCount, totalBytes, copied, instances, dtypeChanges, tiedAliases };
 }

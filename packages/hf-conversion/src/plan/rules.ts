@@ -41,12 +41,19 @@ const STACKED_FUSED_GATE_UP_DOWN: readonly ExpertTensorGroup[] = [
   { key: "{prefix}.gate_up_proj", stacked: true, parts: ["gate", "up"], orientation: "in_out" },
   { key: "{prefix}.down_proj", stacked: true, parts: ["down"], orientation: "in_out" },
 ];
+// transformers 5's fused expert modules hold the stack in `nn.Linear` orientation: the same keys
+// as the stacked fused layout, each matrix transposed (`gate_up_proj [E, 2I, H]`, `down_proj [E, H, I]`).
+const TRANSFORMERS_FUSED_GATE_UP_DOWN: readonly ExpertTensorGroup[] = STACKED_FUSED_GATE_UP_DOWN.map(
+  (group) => ({ ...group, orientation: "out_in" }),
+);
 
 /**
  * The rules `ckpt materialize-hf` applies: Hugging Face's per-expert MoE keys (Qwen3-MoE style:
  * `experts.E.{gate,up,down}_proj.weight`, `[out, in]`) and the stacked fused layout grouped-GEMM
  * trainers and Qwen3-VL-MoE keep (`experts.gate_up_proj [E, in, 2·out]`, `experts.down_proj
- * [E, in, out]`), in both directions. A base and checkpoint with the same layout need no rule.
+ * [E, in, out]`), in both directions; and the state dict of transformers 5's fused modules
+ * (`[E, 2·out, in]`, `[E, out, in]`) into either. A base and checkpoint with the same layout need
+ * no rule. The fused and stacked layouts share key names: shapes tell them apart.
  */
 export const BUILTIN_EXPERT_RULES: readonly ExpertLayoutRule[] = [
   {
@@ -57,6 +64,16 @@ export const BUILTIN_EXPERT_RULES: readonly ExpertLayoutRule[] = [
   {
     name: "per-expert-to-stacked-fused",
     checkpoint: PER_EXPERT_GATE_UP_DOWN,
+    base: STACKED_FUSED_GATE_UP_DOWN,
+  },
+  {
+    name: "transformers-fused-to-per-expert",
+    checkpoint: TRANSFORMERS_FUSED_GATE_UP_DOWN,
+    base: PER_EXPERT_GATE_UP_DOWN,
+  },
+  {
+    name: "transformers-fused-to-stacked-fused",
+    checkpoint: TRANSFORMERS_FUSED_GATE_UP_DOWN,
     base: STACKED_FUSED_GATE_UP_DOWN,
   },
 ];

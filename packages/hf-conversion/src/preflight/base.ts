@@ -64,6 +64,16 @@ export interface BasePreflight {
   readonly ignored: readonly string[];
   /** Present under `--unified-chat-template`. */
   readonly unified: UnifiedTemplatePlan | undefined;
+  /** config.json ties the output embedding to the input one (`tie_word_embeddings`, or its text_config's). */
+  readonly tiedEmbeddings: boolean;
+}
+
+/** Whether a model config ties its word embeddings: its own `tie_word_embeddings`, else its text model's. */
+function tiesWordEmbeddings(config: { [key: string]: JsonValue } | undefined): boolean {
+  const text = config?.text_config;
+  const own = config?.tie_word_embeddings;
+  if (typeof own === "boolean") return own;
+  return isObject(text ?? null) && (text as { [key: string]: JsonValue }).tie_word_embeddings === true;
 }
 
 interface Problem {
@@ -295,7 +305,11 @@ export async function preflightBase(
     if (kind !== "json") continue;
     let value: JsonValue;
     try {
-      value = parseStrictJson(decoded.text!, { name: entry.path, maxLength: MAX_SIDECAR_TEXT_BYTES });
+      value = parseStrictJson(decoded.text!, {
+        name: entry.path,
+        maxLength: MAX_SIDECAR_TEXT_BYTES,
+        approximateLargeIntegers: true,
+      });
     } catch (error) {
       problem(
         "MATERIALIZE_BASE_SIDECAR",
@@ -382,6 +396,7 @@ export async function preflightBase(
     sidecars,
     ignored,
     unified,
+    tiedEmbeddings: tiesWordEmbeddings(jsons.get("config.json")),
   };
 }
 

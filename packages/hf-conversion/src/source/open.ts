@@ -118,6 +118,8 @@ export async function openSource(
     const entries = new Map<string, TorchTensorEntry>();
     const tensors: SourceTensor[] = [];
     const prefix = `${STATE_DICT_KEY}.`;
+    // torch.save keeps tied weights as one storage: a later key viewing exactly the same elements.
+    const views = new Map<string, string>();
     for (const entry of torch.tensors) {
       if (!entry.name.startsWith(prefix)) {
         throw refusal(
@@ -130,7 +132,21 @@ export async function openSource(
       }
       const name = entry.name.slice(prefix.length);
       entries.set(name, entry);
-      tensors.push({ name, dtype: entry.dtype, shape: entry.shape });
+      const view = JSON.stringify([
+        entry.storageKey,
+        entry.storageOffset,
+        entry.stride,
+        entry.shape,
+        entry.dtype,
+      ]);
+      const sameAs = views.get(view);
+      if (sameAs === undefined) views.set(view, name);
+      tensors.push({
+        name,
+        dtype: entry.dtype,
+        shape: entry.shape,
+        ...(sameAs === undefined ? {} : { sameAs }),
+      });
     }
     if (tensors.length === 0) {
       throw refusal(

@@ -23,6 +23,12 @@ export interface StrictJsonOptions {
    * (`JSON_NOT_INTEGER`), for formats whose numbers are all integers, as their reference parsers read them.
    */
   integersOnly?: boolean;
+  /**
+   * Read an integer beyond 2^53 as the nearest double instead of refusing it, for files that are
+   * checked and copied byte for byte, never rewritten from the parsed value (transformers writes
+   * `model_max_length: 1000000000000000019884624838656` into tokenizer_config.json by default).
+   */
+  approximateLargeIntegers?: boolean;
 }
 
 /**
@@ -45,7 +51,13 @@ export function parseStrictJson(text: string, options: StrictJsonOptions): JsonV
       { kind: "input", file: options.name },
     );
   }
-  return new Parser(text, options.name, maxDepth, options.integersOnly === true).parseDocument();
+  return new Parser(
+    text,
+    options.name,
+    maxDepth,
+    options.integersOnly === true,
+    options.approximateLargeIntegers === true,
+  ).parseDocument();
 }
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the run stops at control characters on purpose
@@ -60,6 +72,7 @@ class Parser {
     private readonly name: string,
     private readonly maxDepth: number,
     private readonly integersOnly: boolean,
+    private readonly approximateLargeIntegers: boolean,
   ) {}
 
   parseDocument(): JsonValue {
@@ -321,7 +334,8 @@ class Parser {
     }
     const literal = text.slice(start, this.pos);
     const value = Number(literal);
-    if (!Number.isFinite(value) || (integral && !Number.isSafeInteger(value))) {
+    const inexact = integral && !Number.isSafeInteger(value) && !this.approximateLargeIntegers;
+    if (!Number.isFinite(value) || inexact) {
       this.pos = start;
       throw this.error(
         "JSON_NUMBER_OUT_OF_RANGE",
