@@ -61,6 +61,15 @@ async function publishes(base: string, out: string, unified = false) {
   return report;
 }
 
+/** Publishes `<out>.tmp` over `withTemplates`: the recovery reported, shards and marker kept, sidecars the base's. */
+async function publishesLikeBase(out: string, kept: Map<string, string>, recovered: RegExp) {
+  const report = await publishes(withTemplates, out);
+  expect(report.recovered.join("\n")).toMatch(recovered);
+  const published = await snapshot(out);
+  expect(weightsAndMarker(published)).toEqual(kept);
+  expect(sidecarsOf(published)).toEqual(sidecarsOf(await snapshot(withTemplates)));
+}
+
 describe("an inherited sole complete <out>.tmp gets its sidecars re-synced from the base", () => {
   it(
     "repairs damaged and missing sidecars (config.json included) through temporaries; shards and marker untouched",
@@ -71,13 +80,11 @@ describe("an inherited sole complete <out>.tmp gets its sidecars re-synced from 
       // Killed while tokenizer.json was being copied, before its rename.
       await writeFile(join(staged, "tokenizer.json.copying"), "{");
       await rm(join(staged, "tokenizer.json"));
-      const report = await publishes(withTemplates, out);
-      expect(report.recovered.join("\n")).toMatch(
+      await publishesLikeBase(
+        out,
+        kept,
         /re-synced the sidecars of .*\.tmp from the base: removed tokenizer\.json\.copying, config\.json, generation_config\.json, tokenizer\.json/,
       );
-      const published = await snapshot(out);
-      expect(weightsAndMarker(published)).toEqual(kept);
-      expect(sidecarsOf(published)).toEqual(sidecarsOf(await snapshot(withTemplates)));
     },
     PYTHON_TIMEOUT,
   );
@@ -135,11 +142,7 @@ describe("an inherited sole complete <out>.tmp gets its sidecars re-synced from 
       async (_, crash, recovered) => {
         const { out, staged, kept } = await inherited(withTemplates);
         await crash(staged);
-        const report = await publishes(withTemplates, out);
-        expect(report.recovered.join("\n")).toMatch(recovered);
-        const published = await snapshot(out);
-        expect(weightsAndMarker(published)).toEqual(kept);
-        expect(sidecarsOf(published)).toEqual(sidecarsOf(await snapshot(withTemplates)));
+        await publishesLikeBase(out, kept, recovered);
       },
       PYTHON_TIMEOUT,
     );

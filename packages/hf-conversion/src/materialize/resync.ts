@@ -5,11 +5,11 @@ import type { BasePreflight } from "../preflight/base.js";
 import { TEMPLATE_DIR } from "../preflight/templates.js";
 
 /** A sidecar being copied from the base, before the rename that replaces the staged copy. */
-export const COPYING_SUFFIX = ".copying";
+const COPYING_SUFFIX = ".copying";
 /** A unified template file being written from the plan, before its rename. */
-export const WRITING_SUFFIX = ".writing";
+const WRITING_SUFFIX = ".writing";
 /** The staged template directory moved aside while its fresh copy is renamed into place. */
-export const REPLACED_SUFFIX = ".replaced";
+const REPLACED_SUFFIX = ".replaced";
 
 /** What a staged sidecar should hold: the base file's bytes, or a unified template file's planned bytes. */
 interface Wanted {
