@@ -46,7 +46,12 @@ export function canonicalTemplate(template: string): CanonicalTemplate {
   const candidates = blocks.sort((a, b) => a.end - a.start - (b.end - b.start));
   for (const block of candidates) {
     const source = text.slice(block.start, block.end);
-    const fragment = new Template(source);
+    let fragment: Template;
+    try {
+      fragment = new Template(source);
+    } catch {
+      continue; // not a block the engine reads alone; an enclosing one is tried next
+    }
     const found = reasoningOutputs(fragment.parsed as unknown as Node);
     if (typeof found === "string" || found.length !== total.length) continue;
     const unsupported = generationTag(source);
