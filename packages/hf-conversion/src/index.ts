@@ -25,8 +25,13 @@ export {
   preflightBase,
 } from "./preflight/base.js";
 export {
-  type UnifiedTemplatePlan,
+  type CanonicalTemplate,
   canonicalTemplate,
+  REASONING_CLOSE,
+  REASONING_OPEN,
+} from "./preflight/reasoning-template.js";
+export {
+  type UnifiedTemplatePlan,
   oneHunkDiff,
   planUnifiedTemplates,
 } from "./preflight/templates.js";

@@ -1,5 +1,6 @@
 // @module-tag torch
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { cp, mkdir, readdir, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
@@ -15,7 +16,12 @@ import {
 import { drain } from "@ckpt/progress";
 import { openHfDirectory, openTorchFile } from "@ckpt/tensors";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type MaterializeRequest, materializeHf, materializeHfIter } from "../src/index.js";
+import {
+  canonicalTemplate,
+  type MaterializeRequest,
+  materializeHf,
+  materializeHfIter,
+} from "../src/index.js";
 import { acquireOutputLock } from "../src/materialize/lock.js";
 import {
   type Fixture,
@@ -288,8 +294,13 @@ describe("unified chat templates", () => {
     ).chat_template;
     const tokenizer = JSON.parse(await readFile(join(out, "tokenizer_config.json"), "utf8"));
     const baseTokenizer = JSON.parse(await readFile(join(dense.base, "tokenizer_config.json"), "utf8"));
-    expect(tokenizer.chat_template).toBe(processor);
+    const canonical = canonicalTemplate(processor);
+    expect(tokenizer.chat_template).toBe("text" in canonical && canonical.text);
+    expect(tokenizer.chat_template).toContain("message.reasoning_content | trim");
     expect({ ...tokenizer, chat_template: 0 }).toEqual({ ...baseTokenizer, chat_template: 0 });
+    expect(report.marker.chat_template?.processor_template_sha256).toBe(
+      createHash("sha256").update(processor).digest("hex"),
+    );
     expect(report.marker.options.unified_chat_template).toBe(true);
     expect(report.marker.chat_template?.files.map((f) => f.path)).toEqual([
       "chat_template.json",

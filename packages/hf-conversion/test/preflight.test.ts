@@ -3,7 +3,7 @@ import { execFileSync } from "node:child_process";
 import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { preflightBase } from "../src/index.js";
+import { canonicalTemplate, preflightBase } from "../src/index.js";
 import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
 
 let root: string;
@@ -22,6 +22,12 @@ async function base(change: (dir: string) => Promise<unknown> = async () => {}):
 }
 
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+function canonicalOf(template: string): string {
+  const canonical = canonicalTemplate(template);
+  if (!("text" in canonical)) throw new Error(canonical.problem);
+  return canonical.text;
+}
 
 describe("preflightBase accepts a sound base", () => {
   it("lists its layout and sidecars and fingerprints them", async () => {
@@ -189,7 +195,8 @@ describe("preflightBase under --unified-chat-template", () => {
     const processor = JSON.parse(
       await readFile(join(fixture.base, "chat_template.json"), "utf8"),
     ).chat_template;
-    expect(pre.unified?.canonical).toBe(processor);
+    expect(pre.unified?.canonical).toBe(canonicalOf(processor));
+    expect(pre.unified?.canonical).toContain("message.reasoning_content | trim");
     expect(pre.unified?.diff).toMatch(/^--- a\/tokenizer_config\.json:chat_template\n/);
     expect(pre.unified?.diff).toContain("strip");
   });
@@ -202,10 +209,22 @@ describe("preflightBase under --unified-chat-template", () => {
     const processor = JSON.parse(
       await readFile(join(fixture.base, "chat_template.json"), "utf8"),
     ).chat_template;
-    const equal = await base((d) => writeFile(join(d, "chat_template.jinja"), processor));
+    const equal = await base((d) => writeFile(join(d, "chat_template.jinja"), canonicalOf(processor)));
     expect((await preflightBase(equal, unified)).sidecars.map((s) => s.path)).toContain(
       "chat_template.jinja",
     );
+  });
+
+  it("refuses a processor template the Jinja engine cannot parse, naming the engine's reason", async () => {
+    const dir = await base((d) =>
+      writeFile(join(d, "chat_template.json"), '{"chat_template": "{%- if messages %}unclosed"}'),
+    );
+    const error = await preflightBase(dir, unified).catch((e) => e);
+    expect(error).toMatchObject({ code: "MATERIALIZE_BASE_TEMPLATE", file: join(dir, "chat_template.json") });
+    expect(error.message).toMatch(
+      /^REFUSED: the chat_template of chat_template\.json of the base cannot be brought to its canonical form: the Jinja engine cannot parse it \(/,
+    );
+    await expect(preflightBase(dir, { unifiedChatTemplate: false })).resolves.toBeDefined();
   });
 
   it("refuses additional_chat_templates/ whatever it holds, empty included", async () => {

@@ -36,6 +36,7 @@ import {
   type Options,
   resolveMaterializeOptions,
 } from "./options.js";
+import { resyncStagedSidecars } from "./resync.js";
 import { SourceSession } from "./session.js";
 import { inspectTree, removeOwnedTree } from "./state.js";
 
@@ -173,7 +174,7 @@ class Run {
     const { out, staged, previous } = this.options;
     return {
       out: await inspectTree(out, this.base),
-      staged: await inspectTree(staged, this.base),
+      staged: await inspectTree(staged, this.base, { sidecarsRepairable: true }),
       previous: await inspectTree(previous, this.base),
     };
   }
@@ -441,8 +442,7 @@ class Run {
     identity: RequestIdentity,
   ): AsyncGenerator<MaterializeEvent, { marker: MaterializedMarker; report: VerifyReport | undefined }> {
     const { staged, out, previous } = this.options;
-    const state = await inspectTree(staged, this.base);
-    if (state.kind !== "complete") throw new Error("publish of a staged tree that is not complete");
+    const marker = await this.recoverStaged();
     let report: VerifyReport | undefined;
     if (this.options.verify) {
       const opened = yield* this.stage("fetch", () => this.session.bytes());
@@ -456,7 +456,7 @@ class Run {
           dir: staged,
           base: this.base,
           plan,
-          written: state.marker.shards,
+          written: marker.shards,
           source: sourceBytes(opened),
           expectTensors: this.options.expectTensors,
           minTensors: this.options.minTensors,
@@ -476,7 +476,40 @@ class Run {
       await this.swap(false);
       this.recovered.push(`published the complete staged build ${staged}`);
     }
-    return { marker: state.marker, report };
+    return { marker, report };
+  }
+
+  /**
+   * Re-syncs the sidecars of the complete staged tree a publish inherits (shards and marker
+   * untouched), then checks it again with its sidecars; a tree that fails is refused by name and
+   * kept.
+   */
+  private async recoverStaged(): Promise<MaterializedMarker> {
+    const { staged, out } = this.options;
+    let problem: string | undefined;
+    try {
+      const repaired = await resyncStagedSidecars(staged, this.base);
+      if (repaired.length > 0)
+        this.recovered.push(`re-synced the sidecars of ${staged} from the base: ${repaired.join(", ")}`);
+    } catch (error) {
+      problem = `its sidecars could not be re-synced from the base (${messageOf(error)})`;
+    }
+    const state = await inspectTree(staged, this.base);
+    if (problem === undefined && state.kind === "complete") return state.marker;
+    problem ??= state.kind === "incomplete" || state.kind === "foreign" ? state.reason : state.kind;
+    const at = await inspectTree(out, this.base);
+    const found = at.kind === "incomplete" || at.kind === "foreign" ? `${at.kind}: ${at.reason}` : at.kind;
+    throw inStage(
+      refusal(
+        "MATERIALIZE_STAGED_RECOVERY_FAILED",
+        `${staged}, the only complete build, failed its recovery check (${problem}); ${out} is ${found}`,
+        "publishing it would have shipped an output that is not intact",
+        `Its shards and marker are kept. Fix the cause and re-run the request, or move ${staged} away to rebuild.`,
+        { file: staged },
+      ),
+      "recover",
+      out,
+    );
   }
 
   /** `<out>` -> `<out>.previous`, `<out>.tmp` -> `<out>`, `<out>.previous` removed; each step fsynced. */

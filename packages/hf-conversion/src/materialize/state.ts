@@ -32,7 +32,7 @@ async function intactProblems(
   dir: string,
   marker: MaterializedMarker,
   base: BasePreflight,
-): Promise<string[]> {
+): Promise<{ problems: string[]; sidecars: string[] }> {
   const problems: string[] = [];
   for (const entry of marker.shards) {
     const path = join(dir, ...entry.path.split("/"));
@@ -48,7 +48,7 @@ async function intactProblems(
       problems.push(`${entry.path}: ${messageOf(error)}`);
     }
   }
-  if (problems.length > 0) return problems;
+  if (problems.length > 0) return { problems, sidecars: [] };
   const layout = await inspectHfDirectory(dir);
   for (const p of layout.problems) problems.push(`${p.file}: ${p.message}`);
   if (layout.ok && layout.tensorCount !== marker.tensor_count) {
@@ -56,9 +56,9 @@ async function intactProblems(
   }
   if (marker.base.fingerprint === base.fingerprint) {
     const recorded = new Map((marker.chat_template?.files ?? []).map((f) => [f.path, f.sha256]));
-    problems.push(...(await checkSidecars(dir, base.dir, base.sidecars, { recorded })));
+    return { problems, sidecars: await checkSidecars(dir, base.dir, base.sidecars, { recorded }) };
   }
-  return problems;
+  return { problems, sidecars: [] };
 }
 
 /**
@@ -105,8 +105,16 @@ export function removeOwnedTree(dir: string): Promise<void> {
   });
 }
 
-/** Classifies what is at `dir` for {@link decideMaterialize}. */
-export async function inspectTree(dir: string, base: BasePreflight): Promise<TreeState> {
+/**
+ * Classifies what is at `dir` for {@link decideMaterialize}. With `sidecarsRepairable` (the staged
+ * tree, whose sidecars a publish re-syncs from the base first) a marked tree of this base whose
+ * shards, index and count are intact is complete whatever its sidecars hold.
+ */
+export async function inspectTree(
+  dir: string,
+  base: BasePreflight,
+  options: { sidecarsRepairable?: boolean } = {},
+): Promise<TreeState> {
   let names: string[];
   try {
     const info = await lstat(dir);
@@ -124,7 +132,8 @@ export async function inspectTree(dir: string, base: BasePreflight): Promise<Tre
       ? { kind: "incomplete", reason: "its build did not finish" }
       : { kind: "incomplete", reason: "its build had just begun" };
   }
-  const problems = await intactProblems(dir, marker, base);
+  const found = await intactProblems(dir, marker, base);
+  const problems = options.sidecarsRepairable ? found.problems : [...found.problems, ...found.sidecars];
   return problems.length === 0
     ? { kind: "complete", marker }
     : { kind: "incomplete", reason: `it is not intact: ${problems.slice(0, 3).join("; ")}` };

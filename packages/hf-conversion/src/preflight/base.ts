@@ -13,8 +13,8 @@ import {
 import { type DType, HF_INDEX_FILE } from "@ckpt/tensors";
 import { type HfDirectoryInspection, type HfShardLayout, inspectHfDirectory } from "../check/hf-directory.js";
 import { type HfConversionErrorCode, refusal } from "../errors.js";
+import { canonicalTemplate } from "./reasoning-template.js";
 import {
-  canonicalTemplate,
   JINJA_TEMPLATE_FILE,
   PROCESSOR_CONFIG_FILE,
   PROCESSOR_TEMPLATE_FILE,
@@ -442,7 +442,17 @@ function planUnified(
     return undefined;
   }
   if (typeof processorTemplate !== "string" || processorTemplate === "") return undefined; // already refused
-  const canonical = canonicalTemplate(processorTemplate);
+  const rendered = canonicalTemplate(processorTemplate);
+  if ("problem" in rendered) {
+    problem(
+      "MATERIALIZE_BASE_TEMPLATE",
+      PROCESSOR_TEMPLATE_FILE,
+      `the chat_template of ${PROCESSOR_TEMPLATE_FILE} of the base cannot be brought to its canonical form: ${rendered.problem}`,
+      consequence,
+    );
+    return undefined;
+  }
+  const canonical = rendered.text;
   const jinja = texts.get(JINJA_TEMPLATE_FILE);
   if (jinja !== undefined && jinja !== canonical) {
     problem(
@@ -470,5 +480,6 @@ function planUnified(
     processorTemplate,
     texts.get(TOKENIZER_CONFIG_FILE)!,
     tokenizerTemplate,
+    canonical,
   );
 }

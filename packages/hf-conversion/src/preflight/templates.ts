@@ -9,15 +9,6 @@ export const JINJA_TEMPLATE_FILE = "chat_template.jinja";
 export const TEMPLATE_DIR = "additional_chat_templates";
 export const PROCESSOR_CONFIG_FILE = "processor_config.json";
 
-/**
- * The canonical form of a template: its text with every line ending written as LF. Nothing else
- * changes, so the rendered prompts are those of the processor's template, whichever file a loader
- * reads.
- */
-export function canonicalTemplate(text: string): string {
-  return text.replace(/\r\n?/g, "\n");
-}
-
 /** Where a JSON value sits in a document: `[start, end)` in UTF-16 code units. */
 interface Span {
   readonly start: number;
@@ -136,6 +127,7 @@ export function oneHunkDiff(before: string, after: string, label: string): strin
 /** What `--unified-chat-template` writes: both template files, their digests and the diff. */
 export interface UnifiedTemplatePlan {
   readonly canonical: string;
+  /** The base's processor template, as shipped. */
   readonly processorTemplateSha256: string;
   /** The two rewritten files, each the base file with only `chat_template` replaced. */
   readonly files: readonly { readonly path: string; readonly bytes: Uint8Array; readonly sha256: string }[];
@@ -145,15 +137,16 @@ export interface UnifiedTemplatePlan {
 
 /**
  * Plans the unified templates from the base's two JSON files (already validated as objects with
- * string `chat_template`s). Pure.
+ * string `chat_template`s) and the processor template's canonical form
+ * (`canonicalTemplate`). Pure.
  */
 export function planUnifiedTemplates(
   processorText: string,
   processorTemplate: string,
   tokenizerText: string,
   tokenizerTemplate: string,
+  canonical: string,
 ): UnifiedTemplatePlan {
-  const canonical = canonicalTemplate(processorTemplate);
   const encoder = new TextEncoder();
   const rewrite = (path: string, text: string) => {
     const replaced = replaceTopLevelString(text, "chat_template", canonical);
@@ -163,7 +156,7 @@ export function planUnifiedTemplates(
   };
   return {
     canonical,
-    processorTemplateSha256: sha256Hex(canonical),
+    processorTemplateSha256: sha256Hex(processorTemplate),
     files: [rewrite(PROCESSOR_TEMPLATE_FILE, processorText), rewrite(TOKENIZER_CONFIG_FILE, tokenizerText)],
     diff: oneHunkDiff(tokenizerTemplate, canonical, `${TOKENIZER_CONFIG_FILE}:chat_template`),
   };
