@@ -1,13 +1,26 @@
 import { CkptError } from "@ckpt/errors";
 
 /** Every code the CLI raises itself (the libraries' errors keep their own codes). */
-type CliErrorCode = "CLI_USAGE" | "CLI_NOT_A_DIRECTORY" | "CLI_IS_A_DIRECTORY" | "INTERNAL";
+type CliErrorCode =
+  | "CLI_USAGE"
+  | "CLI_NOT_A_DIRECTORY"
+  | "CLI_IS_A_DIRECTORY"
+  | "CLI_PUBLISH_DESTINATION_CONFLICT"
+  | "INTERNAL";
 
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<CliErrorCode> {
   override readonly name = "UsageError";
   constructor(message: string) {
     super("CLI_USAGE", message, { kind: "input" });
+  }
+}
+
+/** A publish whose destination contradicts the artifact's own path or receipt: exit 2 unless --force. */
+export class DestinationConflictError extends CkptError<CliErrorCode> {
+  override readonly name = "DestinationConflictError";
+  constructor(message: string) {
+    super("CLI_PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
   }
 }
 

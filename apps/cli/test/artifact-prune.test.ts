@@ -172,6 +172,38 @@ describe("ckpt artifact prune-verified", () => {
     expect(human.out()).toContain("1 path not released");
   });
 
+  it("the advice for a damaged archive works: publish to a new destination with --force, then prune releases", async () => {
+    const { root, dir, env } = await published();
+    await rm(
+      join(
+        root,
+        "archive",
+        PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
+        "iter_000000300",
+        "model.pt",
+      ),
+    );
+    const kept = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--json"], kept.io)).toBe(3);
+    const reason: string = JSON.parse(kept.out()).kept[0].reason;
+    expect(reason).toContain("Publish does not repair a committed archive");
+    expect(reason).toContain("--force");
+    const again = captureIo({ env });
+    const publish = ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX];
+    expect(await runCli([...publish, "--bucket", `file://${root}/archive`], again.io)).toBe(1);
+    expect(again.err()).toContain("not repaired by publishing again");
+    expect(
+      await runCli(
+        [...publish, "--bucket", `file://${root}/mirror`, "--force", "--quiet"],
+        captureIo({ env }).io,
+      ),
+    ).toBe(0);
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", dir, "--quiet"], captureIo({ env }).io),
+    ).toBe(0);
+    expect(await readdir(dir)).not.toContain("model.pt");
+  });
+
   it("an already released artifact counts as released: a second prune exits 0", async () => {
     const { dir, env } = await published();
     expect(
