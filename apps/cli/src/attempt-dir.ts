@@ -6,7 +6,7 @@ import { UsageError } from "./errors.js";
 const ATTEMPT_SHAPE = "<output_root>/<project>/<group>/<name>/<RUN_TS>";
 
 /** What a path given where a run attempt is expected turned out to be. */
-export interface AttemptDirFacts {
+interface AttemptDirFacts {
   readonly isDirectory: boolean;
   /** It holds checkpoints/ or checkpoint_artifacts/ (the attempt's own directories). */
   readonly holdsRoots: boolean;
@@ -16,7 +16,7 @@ export interface AttemptDirFacts {
  * Why `dir` is not a run attempt, with the directory to pass instead when it is a checkpoint root
  * or a checkpoint; undefined when it is one. Pure.
  */
-export function attemptDirRefusal(dir: string, facts: AttemptDirFacts): string | undefined {
+function attemptDirRefusal(dir: string, facts: AttemptDirFacts): string | undefined {
   if (!facts.isDirectory) return `${dir} is not a directory; pass a run attempt directory ${ATTEMPT_SHAPE}.`;
   if (facts.holdsRoots) return undefined;
   const iter = classifyIterPath(dir);

@@ -25,7 +25,7 @@ export class DestinationConflictError extends CkptError<CliErrorCode> {
 }
 
 /** A path of the wrong kind on the way to what a command reads or writes: exit 2, with the fix. */
-export class PathKindError extends CkptError<CliErrorCode> {
+class PathKindError extends CkptError<CliErrorCode> {
   override readonly name = "PathKindError";
   constructor(code: "CLI_NOT_A_DIRECTORY" | "CLI_IS_A_DIRECTORY", message: string, cause: unknown) {
     super(code, message, { kind: "input", cause });
@@ -36,7 +36,7 @@ export class PathKindError extends CkptError<CliErrorCode> {
  * A raw ENOTDIR or EISDIR from the file system (a path given where the other kind is needed)
  * as the coded error naming the path and the fix; undefined for anything else.
  */
-export function pathKindError(error: unknown): PathKindError | undefined {
+function pathKindError(error: unknown): PathKindError | undefined {
   const errno = error as NodeJS.ErrnoException | undefined;
   const path = errno?.path ?? "a path";
   const call = errno?.syscall === undefined ? "" : `, ${errno.syscall}`;

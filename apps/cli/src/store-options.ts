@@ -55,7 +55,7 @@ function readConfig(env: NodeJS.ProcessEnv): StoreDefaults {
  * Why a bucket setting cannot be used, or undefined: a bare name means s3://<name>, and no bucket
  * name holds a "/", so a path is a directory archive written without its file:// scheme. Pure.
  */
-export function bucketRefusal(bucket: string, source: string): string | undefined {
+function bucketRefusal(bucket: string, source: string): string | undefined {
   if (bucket.includes("://") || !bucket.includes("/")) return undefined;
   const absolute = bucket.startsWith("/");
   return (

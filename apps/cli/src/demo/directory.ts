@@ -61,7 +61,7 @@ async function removeDemoEntries(dir: string): Promise<void> {
 }
 
 /** What `--clean` removes (the demo's entries present) and what it keeps (anything else). Pure. */
-export function planDemoClean(entries: readonly string[]): { remove: string[]; left: string[] } {
+function planDemoClean(entries: readonly string[]): { remove: string[]; left: string[] } {
   const ours = new Set<string>(DEMO_ENTRIES);
   const present = entries.filter((n) => n !== DEMO_MARKER_FILE);
   return { remove: present.filter((n) => ours.has(n)), left: present.filter((n) => !ours.has(n)) };

@@ -15,7 +15,7 @@ interface PruneArgs {
  * The requested paths whose payload is still held locally: every keep except one already released
  * (its goal holds). A mistyped path and an artifact kept for a broken archive both count. Pure.
  */
-export function notReleased(report: PruneReport): readonly KeptArtifact[] {
+function notReleased(report: PruneReport): readonly KeptArtifact[] {
   return report.kept.filter((k) => k.code !== "PRUNE_ALREADY_RELEASED");
 }
 
@@ -23,7 +23,7 @@ export function notReleased(report: PruneReport): readonly KeptArtifact[] {
  * 1 when the operation failed for a path (`errors`), else 3 when a requested path was kept, else 0:
  * a script can tell "nothing was freed by mistake" from "the store or disk failed". Pure.
  */
-export function pruneExitCode(report: PruneReport): 0 | 1 | 3 {
+function pruneExitCode(report: PruneReport): 0 | 1 | 3 {
   if (report.errors.length > 0) return 1;
   return notReleased(report).length > 0 ? 3 : 0;
 }

@@ -24,7 +24,7 @@ const RUN_TS = /^[0-9]{14}$/;
  * of itself: its attempt directory is another RUN_TS than the prefix names, or its receipt binds
  * another destination (publishing would replace it). Empty when nothing does. Pure.
  */
-export function publishContradictions(input: {
+function publishContradictions(input: {
   readonly dir: string;
   readonly uploadPrefix: string;
   /** The destination the existing receipt binds; undefined without one. */
