@@ -1,7 +1,12 @@
 import { CkptError } from "@ckpt/errors";
 
 /** Every code the CLI raises itself (the libraries' errors keep their own codes). */
-type CliErrorCode = "CLI_USAGE" | "INTERNAL";
+type CliErrorCode =
+  | "CLI_USAGE"
+  | "CLI_NOT_A_DIRECTORY"
+  | "CLI_IS_A_DIRECTORY"
+  | "CLI_PUBLISH_DESTINATION_CONFLICT"
+  | "INTERNAL";
 
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<CliErrorCode> {
@@ -9,6 +14,47 @@ export class UsageError extends CkptError<CliErrorCode> {
   constructor(message: string) {
     super("CLI_USAGE", message, { kind: "input" });
   }
+}
+
+/** A publish whose destination contradicts the artifact's own path or receipt: exit 2 unless --force. */
+export class DestinationConflictError extends CkptError<CliErrorCode> {
+  override readonly name = "DestinationConflictError";
+  constructor(message: string) {
+    super("CLI_PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
+  }
+}
+
+/** A path of the wrong kind on the way to what a command reads or writes: exit 2, with the fix. */
+class PathKindError extends CkptError<CliErrorCode> {
+  override readonly name = "PathKindError";
+  constructor(code: "CLI_NOT_A_DIRECTORY" | "CLI_IS_A_DIRECTORY", message: string, cause: unknown) {
+    super(code, message, { kind: "input", cause });
+  }
+}
+
+/**
+ * A raw ENOTDIR or EISDIR from the file system (a path given where the other kind is needed)
+ * as the coded error naming the path and the fix; undefined for anything else.
+ */
+function pathKindError(error: unknown): PathKindError | undefined {
+  const errno = error as NodeJS.ErrnoException | undefined;
+  const path = errno?.path ?? "a path";
+  const call = errno?.syscall === undefined ? "" : `, ${errno.syscall}`;
+  if (errno?.code === "ENOTDIR") {
+    return new PathKindError(
+      "CLI_NOT_A_DIRECTORY",
+      `${path}: a file stands where a directory is needed (ENOTDIR${call}). Pass a directory, or move the file on that path aside.`,
+      error,
+    );
+  }
+  if (errno?.code === "EISDIR") {
+    return new PathKindError(
+      "CLI_IS_A_DIRECTORY",
+      `${path}: a directory stands where a file is needed (EISDIR${call}). Pass a file, or move the directory on that path aside.`,
+      error,
+    );
+  }
+  return undefined;
 }
 
 interface CodedError {
@@ -25,7 +71,8 @@ function isCoded(error: unknown): error is CodedError {
  * The one place errors become exit codes: bad usage or unusable input exit 2, every other coded
  * error (a refusal, a failed operation) exits 1. Uncoded errors are internal faults (exit 1).
  */
-export function describeError(error: unknown): { exitCode: 1 | 2; code: string; message: string } {
+export function describeError(caught: unknown): { exitCode: 1 | 2; code: string; message: string } {
+  const error = pathKindError(caught) ?? caught;
   if (isCoded(error)) {
     return { exitCode: error.kind === "input" ? 2 : 1, code: error.code, message: error.message };
   }

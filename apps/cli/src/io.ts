@@ -37,7 +37,8 @@ export interface GlobalOptions {
  * the short human rendering of the same report.
  */
 export interface CommandOutcome {
-  readonly exitCode: 0 | 1 | 2;
+  /** 3: the command ran but left part of what was asked undone (a command's help says when). */
+  readonly exitCode: 0 | 1 | 2 | 3;
   readonly report: unknown;
   readonly human: string;
 }

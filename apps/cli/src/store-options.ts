@@ -51,14 +51,36 @@ function readConfig(env: NodeJS.ProcessEnv): StoreDefaults {
   return { bucket: bucket as string | undefined, credentials: credentials as string | undefined };
 }
 
+/**
+ * Why a bucket setting cannot be used, or undefined: a bare name means s3://<name>, and no bucket
+ * name holds a "/", so a path is a directory archive written without its file:// scheme. Pure.
+ */
+function bucketRefusal(bucket: string, source: string): string | undefined {
+  if (bucket.includes("://") || !bucket.includes("/")) return undefined;
+  const absolute = bucket.startsWith("/");
+  return (
+    `${source} ${bucket} is a path, not a bucket name. A directory archive is file:///absolute/dir` +
+    (absolute ? ` (here file://${bucket})` : " (an absolute path)") +
+    "; a bare name means s3://<name>. `ckpt doctor store file:///dir` checks a directory archive."
+  );
+}
+
 /** Flag, then environment, then config file. */
 export function resolveStoreDefaults(
   args: { bucket?: string; credentials?: string },
   io: CliIo,
 ): StoreDefaults {
   const fromFile = args.bucket !== undefined && args.credentials !== undefined ? {} : readConfig(io.env);
+  const [bucket, source] =
+    args.bucket !== undefined
+      ? [args.bucket, "--bucket"]
+      : io.env.CKPT_BUCKET !== undefined
+        ? [io.env.CKPT_BUCKET, "CKPT_BUCKET"]
+        : [fromFile.bucket, `"bucket" in ${configPath(io.env)}`];
+  const refusal = bucket === undefined ? undefined : bucketRefusal(bucket, source);
+  if (refusal !== undefined) throw new UsageError(refusal);
   return {
-    bucket: args.bucket ?? io.env.CKPT_BUCKET ?? fromFile.bucket,
+    bucket,
     credentials: args.credentials ?? io.env.CKPT_CREDENTIALS ?? fromFile.credentials,
   };
 }

@@ -1,4 +1,4 @@
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
@@ -52,6 +52,32 @@ describe("ckpt artifact commit", () => {
     const c = captureIo();
     expect(await runCli(["artifact", "commit", dir, "--json"], c.io)).toBe(1);
     expect(JSON.parse(c.out()).error.code).toBe("COMMIT_COMPONENT_MISSING");
+  });
+
+  it("refuses a full checkpoint (checkpoints/iter_*), and publish points to how a full checkpoint is archived", async () => {
+    const root = await testdir("ckpt-cli-commit-full-");
+    const full = join(root, "checkpoints", "iter_000000100");
+    await mkdir(full, { recursive: true });
+    await writeFile(join(full, "model.pt"), "weights");
+    await writeFile(join(full, "optim.pt"), "optimizer");
+    const commit = captureIo();
+    expect(await runCli(["artifact", "commit", full, "--json"], commit.io)).toBe(2);
+    const refusal = JSON.parse(commit.out()).error;
+    expect(refusal.code).toBe("COMMIT_FULL_CHECKPOINT");
+    expect(refusal.message).toContain("upload.enabled");
+    expect((await readdir(full)).sort()).toEqual(["model.pt", "optim.pt"]);
+    const publish = captureIo();
+    const args = [
+      "artifact",
+      "publish",
+      "--artifact-dir",
+      full,
+      "--upload-prefix",
+      "p/g/n/20260901120000/checkpoints",
+    ];
+    expect(await runCli([...args, "--bucket", `file://${root}/archive`], publish.io)).toBe(2);
+    expect(publish.err()).toContain("PUBLISH_FULL_CHECKPOINT");
+    expect(publish.err()).toContain("upload.enabled");
   });
 
   it("documents itself with examples", async () => {

@@ -55,6 +55,57 @@ describe("ckpt artifact fetch", () => {
     expect(await readFile(join(dir, "iter_000000300", "mine.txt"), "utf8")).toBe("x");
   });
 
+  it("a --dst that is a file is a coded error with the fix, not a raw ENOTDIR (exit 2)", async () => {
+    const archive = join(dir, "archive", "checkpoint_artifacts", "iter_000000300");
+    const uri = `file://${archive}`;
+    await publishFixture(await openStore(uri));
+    const file = join(dir, "not-a-dir");
+    await writeFile(file, "x");
+    const c = captureIo();
+    expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", file, "--json"], c.io)).toBe(2);
+    const { error } = JSON.parse(c.out());
+    expect(error.code).toBe("CLI_NOT_A_DIRECTORY");
+    expect(error.message).toContain(file);
+    expect(error.message).toMatch(/a file stands where a directory is needed.*Pass a directory/);
+  });
+
+  it("names the endpoint of a refused connection", async () => {
+    const creds = join(dir, "creds.json");
+    await writeFile(
+      creds,
+      JSON.stringify({
+        aws_access_key_id: "AKIDEXAMPLE",
+        aws_secret_access_key: "do-not-print-me",
+        endpoint_url: "http://127.0.0.1:9",
+      }),
+    );
+    const c = captureIo();
+    const uri = "s3://bkt/p/checkpoint_artifacts/iter_000000300";
+    expect(
+      await runCli(
+        ["artifact", "fetch", "--artifact-uri", uri, "--dst", join(dir, "st"), "--credentials", creds],
+        c.io,
+      ),
+    ).toBe(1);
+    expect(c.err()).toContain("ECONNREFUSED reaching http://127.0.0.1:9");
+    expect(c.err()).not.toContain("do-not-print-me");
+  }, 60_000);
+
+  it("explains file:// for a --bucket that is a plain path (exit 2)", async () => {
+    const c = captureIo();
+    const args = [
+      "artifact",
+      "publish",
+      "--artifact-dir",
+      join(dir, "checkpoint_artifacts", "iter_000000300"),
+    ];
+    expect(
+      await runCli([...args, "--upload-prefix", "p/g/n/1/checkpoints", "--bucket", "/plain/path"], c.io),
+    ).toBe(2);
+    expect(c.err()).toContain("--bucket /plain/path is a path, not a bucket name");
+    expect(c.err()).toContain("file:///plain/path");
+  });
+
   it("exits 2 for a malformed URI", async () => {
     const c = captureIo();
     expect(

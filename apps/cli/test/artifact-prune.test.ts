@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
@@ -41,19 +41,19 @@ describe("ckpt artifact prune-verified", () => {
     expect((await readdir(dir)).sort()).toEqual([".posttrain-checkpoint-artifact.json", ".uploaded"]);
   });
 
-  it("prints a table for humans; kept paths are not errors (exit 0)", async () => {
+  it("prints a table for humans; a kept path is not a failure but is not released either (exit 3)", async () => {
     const { root, dir, env } = await published();
     const fullCheckpoint = join(root, "run", "checkpoints", "iter_000000100");
     await mkdir(fullCheckpoint, { recursive: true });
     const c = captureIo({ env });
     expect(
       await runCli(["artifact", "prune-verified", "--paths", `${dir}/model.pt,${fullCheckpoint}`], c.io),
-    ).toBe(0);
+    ).toBe(3);
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toMatch(/^path\s+outcome\s+freed\s+detail$/);
     expect(lines[1]).toMatch(new RegExp(`^${dir}/model\\.pt\\s+removed\\s+2\\.0 KiB\\s+model\\.pt$`));
     expect(lines[2]).toMatch(/iter_000000100\s+PRUNE_NOT_AN_ARTIFACT\s+-\s+.*retention policies/);
-    expect(lines.at(-1)).toBe("released 1 artifact (2.0 KiB freed), kept 1");
+    expect(lines.at(-1)).toBe("released 1 artifact (2.0 KiB freed), kept 1; 1 path not released");
   });
 
   it("keeps an artifact with an extra local file and a legacy receipt, naming the reason", async () => {
@@ -64,7 +64,7 @@ describe("ckpt artifact prune-verified", () => {
     const c = captureIo({ env: first.env });
     expect(
       await runCli(["artifact", "prune-verified", "--paths", `${first.dir},${second.dir}`, "--json"], c.io),
-    ).toBe(0);
+    ).toBe(3);
     const report = JSON.parse(c.out());
     expect(report.kept).toMatchObject([
       { path: first.dir, code: "PRUNE_UNCOVERED_LOCAL_FILE", reason: expect.stringContaining("notes.txt") },
@@ -143,11 +143,110 @@ describe("ckpt artifact prune-verified", () => {
     ).toBe(2);
   });
 
+  it("exits 3 for a mistyped path and for an artifact kept because its archive is broken; the JSON is unchanged", async () => {
+    const { root, dir, env } = await published();
+    await rm(
+      join(
+        root,
+        "archive",
+        PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
+        "iter_000000300",
+        "model.pt",
+      ),
+    );
+    const mistyped = join(root, "run", "checkpoint_artifacts", "iter_000000301");
+    const c = captureIo({ env });
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", `${mistyped},${dir}`, "--json"], c.io),
+    ).toBe(3);
+    const report = JSON.parse(c.out());
+    expect(Object.keys(report)).toEqual(["ok", "removed", "kept", "freed_bytes", "errors"]);
+    expect(report.kept).toMatchObject([
+      { path: mistyped, code: "PRUNE_NOT_FOUND" },
+      { path: dir, code: "PRUNE_REMOTE_MISSING" },
+    ]);
+    expect(report.errors).toEqual([]);
+    expect((await readdir(dir)).sort()).toContain("model.pt");
+    const human = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", mistyped], human.io)).toBe(3);
+    expect(human.out()).toContain("1 path not released");
+  });
+
+  it("the advice for a damaged archive works: publish to a new destination with --force, then prune releases", async () => {
+    const { root, dir, env } = await published();
+    await rm(
+      join(
+        root,
+        "archive",
+        PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
+        "iter_000000300",
+        "model.pt",
+      ),
+    );
+    const kept = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--json"], kept.io)).toBe(3);
+    const reason: string = JSON.parse(kept.out()).kept[0].reason;
+    expect(reason).toContain("Publish does not repair a committed archive");
+    expect(reason).toContain("--force");
+    const again = captureIo({ env });
+    const publish = ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX];
+    expect(await runCli([...publish, "--bucket", `file://${root}/archive`], again.io)).toBe(1);
+    expect(again.err()).toContain("not repaired by publishing again");
+    expect(
+      await runCli(
+        [...publish, "--bucket", `file://${root}/mirror`, "--force", "--quiet"],
+        captureIo({ env }).io,
+      ),
+    ).toBe(0);
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", dir, "--quiet"], captureIo({ env }).io),
+    ).toBe(0);
+    expect(await readdir(dir)).not.toContain("model.pt");
+  });
+
+  it("an already released artifact counts as released: a second prune exits 0", async () => {
+    const { dir, env } = await published();
+    expect(
+      await runCli(["artifact", "prune-verified", "--paths", dir, "--quiet"], captureIo({ env }).io),
+    ).toBe(0);
+    const again = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--json"], again.io)).toBe(0);
+    expect(JSON.parse(again.out()).kept).toMatchObject([{ code: "PRUNE_ALREADY_RELEASED" }]);
+  });
+
+  it("--dry-run decides the same, removes nothing, and says what would go and why", async () => {
+    const { root, dir, env } = await published();
+    const mistyped = join(root, "run", "checkpoint_artifacts", "iter_000000301");
+    const c = captureIo({ env });
+    expect(
+      await runCli(
+        ["artifact", "prune-verified", "--paths", `${dir},${mistyped}`, "--dry-run", "--json"],
+        c.io,
+      ),
+    ).toBe(3);
+    const report = JSON.parse(c.out());
+    expect(report).toMatchObject({
+      dry_run: true,
+      removed: [],
+      would_remove: [{ path: dir, artifact_dir: dir, files: ["model.pt"], bytes: 2048 }],
+      kept: [{ path: mistyped, code: "PRUNE_NOT_FOUND" }],
+      freed_bytes: 0,
+    });
+    expect(report.would_remove[0].reason).toMatch(/receipt/);
+    expect(await readdir(dir)).toContain("model.pt");
+    const human = captureIo({ env });
+    expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--dry-run"], human.io)).toBe(0);
+    expect(human.out()).toMatch(/would remove/);
+    expect(human.out()).toMatch(/dry run: nothing was removed/);
+    expect(await readdir(dir)).toContain("model.pt");
+  });
+
   it("--help explains the command with an example", async () => {
     const c = captureIo();
     expect(await runCli(["artifact", "prune-verified", "--help"], c.io)).toBe(0);
     expect(c.out()).toContain("--paths");
     expect(c.out()).toContain("Examples:");
     expect(c.out()).toContain("ckpt artifact prune-verified --paths");
+    expect(c.out()).toMatch(/Exit codes: 0 .*released.*1 .*failed.*2 .*usage.*3 .*not released/s);
   });
 });

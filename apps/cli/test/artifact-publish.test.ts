@@ -133,6 +133,41 @@ describe("ckpt artifact publish", () => {
     expect(JSON.parse(ok.out()).status).toBe("published");
   });
 
+  it("refuses, unless --force, a prefix of another RUN_TS than the artifact's attempt, and replacing a receipt", async () => {
+    const root = await testdir("ckpt-cli-publish-contradiction-");
+    const dir = join(
+      root,
+      "vlm",
+      "grpo",
+      "run-a",
+      "20260901120000",
+      "checkpoint_artifacts",
+      "iter_000000300",
+    );
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "model.pt"), "weights");
+    expect(
+      await runCli(["artifact", "commit", dir, "--components", "model", "--quiet"], captureIo().io),
+    ).toBe(0);
+    const env = { HOME: root };
+    const otherRun = captureIo({ env });
+    const wrongPrefix = "vlm/grpo/run-a/20260902080000/checkpoints";
+    expect(await runCli(publishArgs(dir, `file://${root}/archive`, wrongPrefix), otherRun.io)).toBe(2);
+    expect(otherRun.err()).toContain("run attempt 20260901120000");
+    expect(otherRun.err()).toContain("20260902080000");
+    expect(otherRun.err()).toContain("CLI_PUBLISH_DESTINATION_CONFLICT");
+    expect(await readdir(dir)).not.toContain(".uploaded");
+    expect(await runCli(publishArgs(dir, `file://${root}/archive`), captureIo({ env }).io)).toBe(0);
+    const elsewhere = captureIo({ env });
+    expect(await runCli(publishArgs(dir, `file://${root}/mirror`), elsewhere.io)).toBe(2);
+    expect(elsewhere.err()).toContain(`its .uploaded receipt binds file://${root}/archive/`);
+    expect(elsewhere.err()).toContain("--force");
+    const forced = captureIo({ env });
+    expect(
+      await runCli([...publishArgs(dir, `file://${root}/mirror`), "--force", "--quiet"], forced.io),
+    ).toBe(0);
+  });
+
   it("documents itself with examples", async () => {
     const c = captureIo();
     expect(await runCli(["artifact", "publish", "--help"], c.io)).toBe(0);

@@ -49,6 +49,30 @@ describe("the demo directory marker", () => {
     expect(await readdir(root)).toEqual([]);
   });
 
+  it("--clean --dry-run decides the same, removes nothing, and says what would go and why", async () => {
+    const root = await testdir();
+    const dir = join(root, "demo");
+    await prepareDemoDir(dir);
+    await mkdir(join(dir, "runs", "x"), { recursive: true });
+    await writeFile(join(dir, "user.txt"), "not the demo's");
+    const c = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--clean", "--dry-run", "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out())).toMatchObject({
+      ok: true,
+      dry_run: true,
+      removed: false,
+      would_remove: ["runs"],
+      left: ["user.txt"],
+    });
+    expect((await readdir(dir)).sort()).toEqual([DEMO_MARKER_FILE, "runs", "user.txt"]);
+    const human = captureIo();
+    expect(await runCli(["demo", "--dir", dir, "--clean", "--dry-run"], human.io)).toBe(0);
+    expect(human.out()).toContain(
+      `dry run: would remove runs from ${dir} (the demo made them: ${DEMO_MARKER_FILE})`,
+    );
+    expect(human.out()).toContain("would keep user.txt");
+  });
+
   it("a directory the demo made is reused: its earlier results are cleared", async () => {
     const dir = join(await testdir(), "demo");
     await prepareDemoDir(dir);

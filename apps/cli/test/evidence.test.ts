@@ -1,6 +1,6 @@
 // `ckpt evidence` on run attempts written for real by the checkpoint manager (the demo trainer),
 // then archived, released and damaged with the libraries and the file system.
-import { truncate } from "node:fs/promises";
+import { mkdir, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { publishArtifact } from "@ckpt/archive-publisher";
 import { openStore } from "@ckpt/object-store";
@@ -122,5 +122,21 @@ describe("ckpt evidence", () => {
     const c = captureIo();
     expect(await runCli(["evidence", "/nonexistent/attempt"], c.io)).toBe(2);
     expect(c.err()).toContain("/nonexistent/attempt is not a directory");
+  });
+
+  it("refuses a directory that is not a run attempt (exit 2), naming the attempt of a checkpoint root or checkpoint", async () => {
+    const root = await testdir("ckpt-cli-evidence-refuse-");
+    const plain = captureIo();
+    expect(await runCli(["evidence", root], plain.io)).toBe(2);
+    expect(plain.err()).toContain(`${root} holds neither checkpoints/ nor checkpoint_artifacts/`);
+    const attempt = join(root, "p", "g", "n", "20260901120000");
+    const iterDir = join(attempt, "checkpoints", "iter_000000010");
+    await mkdir(iterDir, { recursive: true });
+    const checkpointRoot = captureIo();
+    expect(await runCli(["evidence", join(attempt, "checkpoints"), "--json"], checkpointRoot.io)).toBe(2);
+    expect(JSON.parse(checkpointRoot.out()).error.message).toContain(`pass its run attempt ${attempt}`);
+    const checkpoint = captureIo();
+    expect(await runCli(["run", "status", iterDir], checkpoint.io)).toBe(2);
+    expect(checkpoint.err()).toContain(`is checkpoint iteration 10; pass its run attempt ${attempt}`);
   });
 });

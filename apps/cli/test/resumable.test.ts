@@ -1,8 +1,10 @@
 // `ckpt resumable <iter-dir>` on run attempts the checkpoint manager wrote for real (the demo
 // trainer), then damaged, pinned and compared with the manager's own resume rules.
+import { execFile } from "node:child_process";
 import { truncate } from "node:fs/promises";
 import { join } from "node:path";
-import { testdir } from "@ckpt/test-utils";
+import { promisify } from "node:util";
+import { testdir, torch2Python } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { train, type TrainResult } from "../src/demo/train.js";
 import { runCli } from "../src/run.js";
@@ -125,6 +127,20 @@ describe("ckpt resumable", () => {
     expect(torn.report.code).toBe("MANAGER_RESUME_INCOMPLETE");
     expect(torn.report.problems.join(" ")).toContain("10 bytes");
   });
+
+  it("no for a weights-only model.pt (a state_dict, no optimizer or trainer state): it says what the file is", async () => {
+    const weights = join(tmp, "model.pt");
+    await promisify(execFile)(torch2Python(), [
+      "-c",
+      "import sys, torch\ntorch.save({'w': torch.ones(2, 2), 'b': torch.zeros(2)}, sys.argv[1])",
+      weights,
+    ]);
+    const { code, report, human } = await resumable([weights]);
+    expect(code).toBe(1);
+    expect(report).toMatchObject({ resumable: false, code: "MANAGER_RESUME_INCOMPLETE" });
+    expect(report.reason).toContain("holds only weights (a state_dict of 2 tensors");
+    expect(human).toMatch(/^no \(MANAGER_RESUME_INCOMPLETE\): .*init_from/);
+  }, 120_000);
 
   it("exit 2 for a path that does not exist", async () => {
     const c = captureIo();

@@ -1,4 +1,5 @@
-import { readFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openStore } from "@ckpt/object-store";
 import { testdir } from "@ckpt/test-utils";
@@ -29,6 +30,30 @@ describe("ckpt store download / copy", () => {
       transferred: [],
       skipped: [{ key: "model.pt" }, { key: "optim/__0_0.distcp" }],
     });
+  });
+
+  it("skips a same-size local file only on a digest match when the store records one; replaces it otherwise", async () => {
+    const src = await openStore("memory://cli-store-dl-digest/run/iter_000000100");
+    const sha = (s: string) => createHash("sha256").update(s).digest("hex");
+    await src.put("model.pt", bytes("weights"), { sha256: sha("weights") });
+    await src.put("kept.pt", bytes("kept"), { sha256: sha("kept") });
+    await src.put("undigested.bin", bytes("plain"));
+    const local = join(dir, "out");
+    expect(await runCli(["store", "download", src.uri, local, "--quiet"], captureIo().io)).toBe(0);
+    await writeFile(join(local, "model.pt"), "WEIGHTS");
+    await writeFile(join(local, "undigested.bin"), "PLAIN");
+    const again = captureIo();
+    expect(await runCli(["store", "download", src.uri, local, "--json"], again.io)).toBe(0);
+    expect(JSON.parse(again.out())).toMatchObject({
+      transferred: [{ key: "model.pt" }],
+      replaced: [{ key: "model.pt" }],
+      skipped: [{ key: "kept.pt" }, { key: "undigested.bin" }],
+    });
+    expect(await readFile(join(local, "model.pt"), "utf8")).toBe("weights");
+    await writeFile(join(local, "model.pt"), "WEIGHTS");
+    const human = captureIo();
+    expect(await runCli(["store", "download", src.uri, local], human.io)).toBe(0);
+    expect(human.out()).toContain("1 replaced (same size, different digest)");
   });
 
   it("copies a prefix between stores", async () => {

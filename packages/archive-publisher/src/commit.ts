@@ -185,6 +185,7 @@ export async function* commitArtifactIter(
     "COMMIT_NOT_ITER_DIR",
     "commit",
     "Artifacts live in checkpoint_artifacts/iter_000000300-style directories.",
+    "COMMIT_FULL_CHECKPOINT",
   );
   const name = basename(root);
   if (options.iteration !== undefined && options.iteration !== iteration) {

@@ -4,12 +4,14 @@ export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/archive.md ("Publish"). */
 export const ARCHIVE_PUBLISHER_ERROR_CODES = [
   "COMMIT_NOT_ITER_DIR",
+  "COMMIT_FULL_CHECKPOINT",
   "COMMIT_ITERATION_MISMATCH",
   "COMMIT_BAD_COMPONENTS",
   "COMMIT_COMPONENT_MISSING",
   "COMMIT_COMPONENT_CONFLICT",
   "PUBLISH_ALREADY_COMMITTED",
   "PUBLISH_NOT_ITER_DIR",
+  "PUBLISH_FULL_CHECKPOINT",
   "PUBLISH_NOT_COMMITTED",
   "PUBLISH_MANIFEST_INVALID",
   "PUBLISH_LEGACY_CONFLICT",

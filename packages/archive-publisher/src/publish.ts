@@ -205,7 +205,7 @@ async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
 
 const VERIFY_REMEDY = {
   PUBLISH_REMOTE_VERIFY_FAILED:
-    "No receipt was written; the local artifact is kept. Retry, or publish to another destination if the archive is damaged.",
+    "No receipt was written; the local artifact is kept. Retry if the store was unavailable; a committed archive is not repaired by publishing again: restore its objects from another copy (ckpt store copy), or publish to another destination (with --force when a receipt binds this one).",
   PUBLISH_DELETE_REFUSED: "Nothing was deleted locally.",
   PUBLISH_RELEASED_REMOTE_INVALID: RELEASED_REMEDY,
 } as const;

@@ -22,6 +22,7 @@ describe("prefix transfers as long operations (memory store)", () => {
     expect(report).toEqual({
       transferred: [{ key: "a/one", size: 3 }],
       skipped: [{ key: "a/two", size: 2 }],
+      replaced: [],
       bytes: 3,
     });
   });
@@ -31,8 +32,18 @@ describe("prefix transfers as long operations (memory store)", () => {
     await store.put("p/x.bin", Buffer.from("xyz"));
     const dir = await testdir();
     const first = await drain(downloadPrefixIter(store, "p", dir));
-    expect(first).toEqual({ transferred: [{ key: "p/x.bin", size: 3 }], skipped: [], bytes: 3 });
+    expect(first).toEqual({
+      transferred: [{ key: "p/x.bin", size: 3 }],
+      skipped: [],
+      replaced: [],
+      bytes: 3,
+    });
     const second = await drain(downloadPrefixIter(store, "p", dir));
-    expect(second).toEqual({ transferred: [], skipped: [{ key: "p/x.bin", size: 3 }], bytes: 0 });
+    expect(second).toEqual({
+      transferred: [],
+      skipped: [{ key: "p/x.bin", size: 3 }],
+      replaced: [],
+      bytes: 0,
+    });
   });
 });

@@ -29,6 +29,7 @@ export {
   type PruneReport,
   type PruneVerifiedOptions,
   type PrunedArtifact,
+  type WouldPruneArtifact,
   addressedDestination,
   pruneVerified,
 } from "./prune/execute.js";

@@ -1,4 +1,5 @@
 import type { DemoReport } from "../demo/run-demo.js";
+import { UsageError } from "../errors.js";
 import { createProgress } from "../progress.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
@@ -7,6 +8,7 @@ interface DemoArgs {
   dir: string;
   fault: "kill" | "torn" | "short" | "clean";
   clean: boolean;
+  "dry-run": boolean;
   worker?: string;
 }
 
@@ -77,10 +79,16 @@ export const demoCommand: CkptCommand<DemoArgs> = {
         default: false,
         describe: "Remove what an earlier demo made in --dir, and nothing else",
       })
+      .option("dry-run", {
+        type: "boolean",
+        default: false,
+        describe: "With --clean: say what would be removed and kept, and remove nothing",
+      })
       .option("worker", { type: "string", hidden: true })
       .example("ckpt demo", "the whole life of a checkpoint in ./ckpt-demo, with a SIGKILL mid-save")
       .example("ckpt demo --dir /tmp/d --fault torn --json", "a torn component file; the report as JSON")
-      .example("ckpt demo --dir /tmp/d --clean", "remove the demo's directory"),
+      .example("ckpt demo --dir /tmp/d --clean", "remove the demo's directory")
+      .example("ckpt demo --dir /tmp/d --clean --dry-run", "what --clean would remove and keep"),
   async run(args, io) {
     if (args.worker !== undefined) {
       // The demo's own child process (see demo/worker.ts): it reports on stdout as JSON lines.
@@ -88,15 +96,24 @@ export const demoCommand: CkptCommand<DemoArgs> = {
       const exitCode = await runWorker(args.worker, io.stdout);
       return { exitCode: exitCode === 0 ? 0 : 1, report: { ok: exitCode === 0 }, human: "" };
     }
-    const { cleanDemoDir, prepareDemoDir } = await import("../demo/directory.js");
+    if (args["dry-run"] && !args.clean) {
+      throw new UsageError(
+        "--dry-run applies to --clean only (a demo run writes only in its own directory).",
+      );
+    }
+    const { cleanDemoDir, DEMO_MARKER_FILE, prepareDemoDir } = await import("../demo/directory.js");
     if (args.clean) {
-      const cleaned = await cleanDemoDir(args.dir);
+      const cleaned = await cleanDemoDir(args.dir, { dryRun: args["dry-run"] });
+      const kept =
+        cleaned.left.length === 0 ? "" : `; would keep ${cleaned.left.join(", ")} (not the demo's)`;
       return {
         exitCode: 0,
         report: { ok: true, dir: args.dir, ...cleaned },
-        human: cleaned.removed
-          ? `removed ${args.dir}`
-          : `removed the demo's files from ${args.dir}; kept what the demo did not make: ${cleaned.left.join(", ")}`,
+        human: cleaned.dry_run
+          ? `dry run: would remove ${cleaned.would_remove?.join(", ") || "nothing"} from ${args.dir} (the demo made them: ${DEMO_MARKER_FILE})${kept}`
+          : cleaned.removed
+            ? `removed ${args.dir}`
+            : `removed the demo's files from ${args.dir}; kept what the demo did not make: ${cleaned.left.join(", ")}`,
       };
     }
     const { DEMO_STEP_COUNT, runDemo } = await import("../demo/run-demo.js");

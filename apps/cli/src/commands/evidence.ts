@@ -1,6 +1,5 @@
-import { stat } from "node:fs/promises";
 import type { archivedTo, artifactLocality, EvidenceBundle } from "@ckpt/trainer-checkpoint-manager";
-import { UsageError } from "../errors.js";
+import { requireAttemptDir } from "../attempt-dir.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
@@ -83,15 +82,7 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       "@ckpt/trainer-checkpoint-manager"
     );
     const dir = args["attempt-dir"];
-    const kind = await stat(dir).then(
-      (s) => (s.isDirectory() ? "dir" : "other"),
-      () => "absent",
-    );
-    if (kind !== "dir") {
-      throw new UsageError(
-        `${dir} is not a directory; pass a run attempt directory <root>/<project>/<group>/<name>/<RUN_TS>.`,
-      );
-    }
+    await requireAttemptDir(dir);
     const bundle = await collectEvidence(dir);
     // The bundle reports; the exit code says whether anything in it is a problem.
     return {

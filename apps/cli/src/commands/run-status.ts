@@ -1,7 +1,5 @@
-import { stat } from "node:fs/promises";
-import { join } from "node:path";
 import type { CheckpointStatus, RunStatusReport } from "@ckpt/trainer-checkpoint-manager";
-import { UsageError } from "../errors.js";
+import { requireAttemptDir } from "../attempt-dir.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommandGroup, CkptCommand } from "./registry.js";
 
@@ -97,29 +95,7 @@ const runStatusCommand: CkptCommand<RunStatusArgs> = {
       .example("ckpt run status out/p/g/run/20260901120000 --json", "the same as a JSON report"),
   async run(args) {
     const dir = args["attempt-dir"];
-    const isDir = await stat(dir).then(
-      (s) => s.isDirectory(),
-      () => false,
-    );
-    if (!isDir) {
-      throw new UsageError(
-        `${dir} is not a directory; pass a run attempt <output_root>/<project>/<group>/<name>/<RUN_TS>`,
-      );
-    }
-    const { CHECKPOINTS_DIR, CHECKPOINT_ARTIFACTS_DIR } = await import("@ckpt/manifest");
-    const looksLikeAttempt = await Promise.all(
-      [CHECKPOINTS_DIR, CHECKPOINT_ARTIFACTS_DIR].map((d) =>
-        stat(join(dir, d)).then(
-          (s) => s.isDirectory(),
-          () => false,
-        ),
-      ),
-    );
-    if (!looksLikeAttempt.some(Boolean)) {
-      throw new UsageError(
-        `${dir} holds neither ${CHECKPOINTS_DIR}/ nor ${CHECKPOINT_ARTIFACTS_DIR}/; pass a run attempt directory (the <RUN_TS> level)`,
-      );
-    }
+    await requireAttemptDir(dir);
     const { runStatus } = await import("@ckpt/trainer-checkpoint-manager");
     const report = await runStatus(dir);
     return { exitCode: report.ok ? 0 : 1, report, human: renderRunStatus(report) };

@@ -60,13 +60,28 @@ async function removeDemoEntries(dir: string): Promise<void> {
   for (const name of DEMO_ENTRIES) await rm(join(dir, name), { recursive: true, force: true });
 }
 
-/** `--clean`: removes what the demo made; the directory goes too when nothing else is left. */
-export async function cleanDemoDir(dir: string): Promise<{ removed: boolean; left: string[] }> {
+/** What `--clean` removes (the demo's entries present) and what it keeps (anything else). Pure. */
+function planDemoClean(entries: readonly string[]): { remove: string[]; left: string[] } {
+  const ours = new Set<string>(DEMO_ENTRIES);
+  const present = entries.filter((n) => n !== DEMO_MARKER_FILE);
+  return { remove: present.filter((n) => ours.has(n)), left: present.filter((n) => !ours.has(n)) };
+}
+
+/**
+ * `--clean`: removes what the demo made; the directory goes too when nothing else is left. With
+ * `dryRun` the same decision is returned and nothing is touched.
+ */
+export async function cleanDemoDir(
+  dir: string,
+  options: { dryRun?: boolean } = {},
+): Promise<{ removed: boolean; left: string[]; would_remove?: string[]; dry_run?: true }> {
   const entries = await entriesOf(dir);
   if (entries === undefined) {
     throw new DemoError("DEMO_DIR_MISSING", `clean ${dir}: there is no such directory.`, "input");
   }
   if (!(await hasMarker(dir))) throw notOurs(dir, "clean");
+  const plan = planDemoClean(entries);
+  if (options.dryRun) return { dry_run: true, removed: false, would_remove: plan.remove, left: plan.left };
   await removeDemoEntries(dir);
   const left = ((await entriesOf(dir)) ?? []).filter((n) => n !== DEMO_MARKER_FILE);
   if (left.length > 0) return { removed: false, left };

@@ -132,6 +132,7 @@ export async function inspectLocalArtifact(
     "PUBLISH_NOT_ITER_DIR",
     "publish",
     "Pass a checkpoint_artifacts/iter_* directory.",
+    "PUBLISH_FULL_CHECKPOINT",
   );
   const read = await readManifest(dir);
   if (read.manifest.iteration !== iteration) {

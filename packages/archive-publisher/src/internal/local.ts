@@ -1,6 +1,8 @@
 import { readdir } from "node:fs/promises";
-import { basename, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import {
+  CHECKPOINT_ARTIFACTS_DIR,
+  CHECKPOINTS_DIR,
   compareCodePoints,
   type DirectoryDigest,
   type FileDigest,
@@ -13,13 +15,16 @@ import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
 
 /**
  * The absolute directory and the iteration its `iter_<digits>` name carries; any other name is
- * `code` (kind input), its message `<verb> <dir>: … <remedy>`.
+ * `code` (kind input), its message `<verb> <dir>: … <remedy>`. An artifact command passes
+ * `fullCheckpointCode`: a full checkpoint (`checkpoints/iter_*`) is then refused with it, pointing
+ * to the way a full checkpoint is archived (made an artifact, resume would refuse the run).
  */
 export function iterDirOf(
   dir: string,
   code: "COMMIT_NOT_ITER_DIR" | "PUBLISH_NOT_ITER_DIR" | "FULL_UPLOAD_NOT_ITER_DIR",
   verb: string,
   remedy: string,
+  fullCheckpointCode?: "COMMIT_FULL_CHECKPOINT" | "PUBLISH_FULL_CHECKPOINT",
 ): { root: string; iteration: number } {
   const root = resolve(dir);
   const iteration = parseIterDir(basename(root));
@@ -27,6 +32,16 @@ export function iterDirOf(
     throw new ArchivePublisherError(
       code,
       `${verb} ${root}: the directory is not named iter_<digits>. ${remedy}`,
+      { kind: "input", subject: root },
+    );
+  }
+  if (fullCheckpointCode !== undefined && basename(dirname(root)) === CHECKPOINTS_DIR) {
+    throw new ArchivePublisherError(
+      fullCheckpointCode,
+      `${verb} ${root}: this is a full checkpoint (${CHECKPOINTS_DIR}/iter_*), not an artifact. ` +
+        "A full checkpoint is archived by the checkpoint manager's upload (upload.enabled, bucket and " +
+        "credentials in its config), which copies every file and writes its .uploaded receipt; " +
+        `artifact commands take ${CHECKPOINT_ARTIFACTS_DIR}/iter_* directories the manager saved as artifacts.`,
       { kind: "input", subject: root },
     );
   }

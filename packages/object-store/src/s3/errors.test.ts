@@ -18,4 +18,16 @@ describe("toStoreError", () => {
       "STORE_ACCESS_DENIED",
     );
   });
+
+  it("tells a missing bucket from a missing object, and names the endpoint of a missing bucket or a refused connection", () => {
+    const bucket = toStoreError(sdkError("NoSuchBucket", 404), "get", "s3://typo/k", "http://127.0.0.1:7480");
+    expect(bucket.code).toBe("STORE_NO_SUCH_BUCKET");
+    expect(bucket.message).toContain("the bucket does not exist at http://127.0.0.1:7480");
+    expect(toStoreError(sdkError("NoSuchKey", 404), "get", "s3://b/k").code).toBe("STORE_NOT_FOUND");
+    const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+    const unreachable = toStoreError(refused, "get", "s3://b/k", "http://127.0.0.1:9");
+    expect(unreachable.message).toContain("ECONNREFUSED");
+    expect(unreachable.message).toContain("http://127.0.0.1:9");
+    expect(unreachable.message).toMatch(/endpoint_url/);
+  });
 });

@@ -84,7 +84,12 @@ export function isPreconditionFailed(error: unknown): boolean {
  * ObjectStoreError. 5xx, throttling, connection resets and timeouts are `transient`: the retry
  * helper retries those and nothing else.
  */
-export function toStoreError(error: unknown, action: string, subject: string): ObjectStoreError {
+export function toStoreError(
+  error: unknown,
+  action: string,
+  subject: string,
+  endpoint?: string,
+): ObjectStoreError {
   if (error instanceof ObjectStoreError) return error;
   const status = httpStatusOf(error);
   const name = errorNameOf(error);
@@ -101,10 +106,12 @@ export function toStoreError(error: unknown, action: string, subject: string): O
       { ...options, kind: "transient" },
     );
   }
+  const at = endpoint === undefined ? "" : ` at ${endpoint}`;
   if (status === 404 && name === "NoSuchBucket") {
+    // Its own code: a missing bucket is a wrong URI or endpoint, never an unfinished archive.
     return new ObjectStoreError(
-      "STORE_NOT_FOUND",
-      `${where}: the bucket does not exist (${what}). Create it or fix the URI.`,
+      "STORE_NO_SUCH_BUCKET",
+      `${where}: the bucket does not exist${at} (${what}). Fix the bucket name in the URI, or the endpoint (credentials endpoint_url, AWS_ENDPOINT_URL), or create the bucket.`,
       options,
     );
   }
@@ -134,9 +141,13 @@ export function toStoreError(error: unknown, action: string, subject: string): O
     THROTTLING_NAMES.has(name) ||
     shapeOf(error).$retryable !== undefined
   ) {
+    const unreachable = network !== undefined && endpoint !== undefined;
+    const remedy = unreachable
+      ? `Check that ${endpoint} is the store's endpoint (credentials endpoint_url, AWS_ENDPOINT_URL) and reachable, then retry.`
+      : "Retry later.";
     return new ObjectStoreError(
       "STORE_TRANSIENT",
-      `${where}: temporary failure (${network ?? what}). Retry later.`,
+      `${where}: temporary failure (${network ?? what}${unreachable ? ` reaching ${endpoint}` : ""}). ${remedy}`,
       { ...options, kind: "transient" },
     );
   }

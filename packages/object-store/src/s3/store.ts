@@ -367,7 +367,8 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     region: resolved.region,
     retry: options.retry ?? {},
     timeoutMs: options.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS,
-    toError: toStoreError,
+    // The endpoint's origin (never credentials) names where a missing bucket or refused connection is.
+    toError: (error, action, subject) => toStoreError(error, action, subject, endpoint.origin),
     now: options.now ?? (() => new Date()),
   };
   const identity: DestinationIdentity = {

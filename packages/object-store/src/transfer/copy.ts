@@ -5,6 +5,7 @@ import type { ObjectStore } from "../types.js";
 import { DigestingStream } from "./hashing.js";
 import {
   directoryPrefix,
+  existingCopy,
   TransferTally,
   type TransferEvent,
   type TransferOptions,
@@ -33,16 +34,10 @@ export async function* copyPrefixIter(
   for await (const listed of src.list(directoryPrefix(options.prefix ?? ""), call)) {
     const key = listed.key;
     const source = (await src.head(key, call)) ?? listed;
-    const existing = await dst.head(key, call);
-    if (existing !== undefined && existing.size === source.size) {
-      if (source.sha256 === undefined || existing.sha256 === undefined) {
-        yield tally.skip({ type: "skip", key, size: source.size, reason: "same-size" });
-        continue;
-      }
-      if (source.sha256 === existing.sha256) {
-        yield tally.skip({ type: "skip", key, size: source.size, reason: "same-digest" });
-        continue;
-      }
+    const existing = existingCopy(source, await dst.head(key, call));
+    if (existing === "same-size" || existing === "same-digest") {
+      yield tally.skip({ type: "skip", key, size: source.size, reason: existing });
+      continue;
     }
     const digesting = new DigestingStream();
     const body = await src.get(key, call);
@@ -77,7 +72,13 @@ export async function* copyPrefixIter(
         { kind: "failed", subject: `${src.uri}/${key}` },
       );
     }
-    yield tally.transfer({ type: "done", key, size: source.size, sha256: actual });
+    yield tally.transfer({
+      type: "done",
+      key,
+      size: source.size,
+      sha256: actual,
+      ...(existing === "replace" ? { replaced: true as const } : {}),
+    });
   }
   return tally.report();
 }

@@ -1,5 +1,6 @@
 import { drain, type LongOperation } from "@ckpt/progress";
-import { createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream } from "node:fs";
+import { Writable } from "node:stream";
 import { mkdir, open, rename, stat, unlink } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -7,6 +8,7 @@ import { ObjectStoreError } from "../errors.js";
 import type { ObjectStore } from "../types.js";
 import {
   directoryPrefix,
+  existingCopy,
   TransferTally,
   type TransferEvent,
   type TransferOptions,
@@ -26,6 +28,12 @@ async function sizeOf(path: string): Promise<number | undefined> {
   }
 }
 
+async function sha256Of(path: string, call: { signal?: AbortSignal }): Promise<string> {
+  const digesting = new DigestingStream();
+  await pipeline(createReadStream(path), digesting, new Writable({ write: (_c, _e, next) => next() }), call);
+  return digesting.digest();
+}
+
 async function fsyncFile(path: string): Promise<void> {
   const handle = await open(path, "r+");
   try {
@@ -37,7 +45,8 @@ async function fsyncFile(path: string): Promise<void> {
 
 /**
  * Download every object under `prefix` (a directory of the store; "" = all) into `localDir`,
- * keeping the path below the prefix. Idempotent: a local file of the same size is skipped. Each
+ * keeping the path below the prefix. Idempotent: a local file of the same size is skipped, and when
+ * the store records the object's sha256 only if the file hashes to it (else it is replaced). Each
  * file is written to `<name>.part`, fsync'ed, checked against its size and recorded sha256, then
  * renamed into place, so a crash leaves a recognisable `.part` and never a short final file.
  */
@@ -63,11 +72,20 @@ export async function* downloadPrefixIter(
         { kind: "refused", subject: `${store.uri}/${key}` },
       );
     }
-    if ((await sizeOf(target)) === listed.size) {
-      yield tally.skip({ type: "skip", key, size: listed.size, reason: "same-size" });
+    const localSize = await sizeOf(target);
+    const info = (await store.head(key, call)) ?? listed;
+    // The local file is hashed only when a skip depends on it: same size and a recorded digest.
+    const local =
+      localSize === info.size && info.sha256 !== undefined
+        ? { size: localSize, sha256: await sha256Of(target, call) }
+        : localSize === undefined
+          ? undefined
+          : { size: localSize };
+    const existing = existingCopy(info, local);
+    if (existing === "same-size" || existing === "same-digest") {
+      yield tally.skip({ type: "skip", key, size: info.size, reason: existing });
       continue;
     }
-    const info = (await store.head(key, call)) ?? listed;
     const temporary = `${target}${PART_SUFFIX}`;
     try {
       await mkdir(dirname(target), { recursive: true });
@@ -85,7 +103,13 @@ export async function* downloadPrefixIter(
         );
       }
       await rename(temporary, target);
-      yield tally.transfer({ type: "done", key, size: info.size, sha256: actual });
+      yield tally.transfer({
+        type: "done",
+        key,
+        size: info.size,
+        sha256: actual,
+        ...(existing === "replace" ? { replaced: true as const } : {}),
+      });
     } catch (error) {
       await unlink(temporary).catch(() => undefined);
       if (error instanceof ObjectStoreError) throw error;

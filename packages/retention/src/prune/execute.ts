@@ -60,6 +60,8 @@ export interface PruneVerifiedOptions {
   readonly openStoreFor?: (destination: DestinationIdentity) => Promise<ObjectStore>;
   readonly signal?: AbortSignal;
   readonly onEvent?: (event: PruneEvent) => void;
+  /** Decide as usual but remove nothing: what would go is reported in `would_remove`. */
+  readonly dryRun?: boolean;
 }
 
 export interface PrunedArtifact {
@@ -68,6 +70,11 @@ export interface PrunedArtifact {
   /** Removed payload files, relative to the artifact directory. */
   readonly files: readonly string[];
   readonly bytes: number;
+}
+
+/** An artifact a dry run would release, and why it may be released. */
+export interface WouldPruneArtifact extends PrunedArtifact {
+  readonly reason: string;
 }
 
 export interface KeptArtifact {
@@ -89,7 +96,14 @@ export interface PruneReport {
   readonly freed_bytes: number;
   /** Non-empty when the command failed for an artifact (it is also listed in `kept`). */
   readonly errors: readonly PruneError[];
+  /** Present only for a dry run: nothing was removed (`removed` is empty, `freed_bytes` 0). */
+  readonly dry_run?: true;
+  readonly would_remove?: readonly WouldPruneArtifact[];
 }
+
+/** Why a removal the plan allows is safe, in the words a dry run reports. */
+const PROVEN_ARCHIVE =
+  "archive proven: the receipt binds this destination, local digests match it, every remote object is live with its size and digest";
 
 function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
@@ -273,6 +287,7 @@ export async function pruneVerified(
         ...(options.credentials === undefined ? {} : { credentials: options.credentials }),
       }));
   const removed: PrunedArtifact[] = [];
+  const wouldRemove: WouldPruneArtifact[] = [];
   const kept: KeptArtifact[] = [];
   const errors: PruneError[] = [];
   let freed = 0;
@@ -304,6 +319,16 @@ export async function pruneVerified(
         continue;
       }
       const removal = plan.remove[0]!;
+      if (options.dryRun) {
+        wouldRemove.push({
+          path,
+          artifact_dir: removal.artifactDir,
+          files: removal.files.map((f) => f.path),
+          bytes: removal.bytes,
+          reason: PROVEN_ARCHIVE,
+        });
+        continue;
+      }
       if (signal?.aborted) throw abortedError(`prune ${path}`, signal);
       const gone: string[] = [];
       let bytes = 0;
@@ -328,7 +353,13 @@ export async function pruneVerified(
       else throw error;
     }
   }
-  return { removed, kept, freed_bytes: freed, errors };
+  return {
+    removed,
+    kept,
+    freed_bytes: freed,
+    errors,
+    ...(options.dryRun ? { dry_run: true as const, would_remove: wouldRemove } : {}),
+  };
 }
 
 async function gather(

@@ -353,7 +353,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
     if (bad.length > 0) {
       return k(
         code,
-        `remote check of ${named(bad)}: ${what}. The local copy stays; publish again to repair the archive.`,
+        `remote check of ${named(bad)}: ${what}. The local copy stays. Publish does not repair a committed archive: restore the objects from another copy of the archive (ckpt store copy <copy> <uri>), or publish the local artifact to a new destination (ckpt artifact publish --force: the receipt then binds it).`,
       );
     }
   }

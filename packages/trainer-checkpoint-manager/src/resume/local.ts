@@ -18,7 +18,7 @@ import {
   readBoundedFile,
   sha256Hex,
 } from "@ckpt/manifest";
-import { openTorchFile, PickleDict } from "@ckpt/tensors";
+import { openTorchFile, PickleDict, TorchTensor } from "@ckpt/tensors";
 import { verifyCheckpointDir } from "@ckpt/verify";
 import { messageOf } from "../errors.js";
 import { entryKind } from "../internal/fs.js";
@@ -101,6 +101,15 @@ async function withTorchRoot<T>(
   } finally {
     await source?.close();
   }
+}
+
+/**
+ * The tensor count of a bare state_dict (a top-level dict of tensors only): weights without the
+ * optimizer and trainer state a resume needs, as a weights-only `model.pt` is. Pure.
+ */
+function weightsOnlyTensorCount(root: unknown): number | undefined {
+  if (!(root instanceof PickleDict) || root.map.size === 0) return undefined;
+  return [...root.map.values()].every((v) => v instanceof TorchTensor) ? root.map.size : undefined;
 }
 
 /** Reads `optimizer_step` / `iter` from the top level of a torch.save dict; they must agree when both exist. */
@@ -255,8 +264,14 @@ export async function probeLocalCheckpoint(
   }
   if (kind === "file") {
     let iteration = iterationFromPath(path);
-    const { problem } = await withTorchRoot(path, () => undefined);
+    const { value: weightsOnly, problem } = await withTorchRoot(path, weightsOnlyTensorCount);
     const unreadable = problem === undefined ? [] : [problem];
+    if (weightsOnly !== undefined) {
+      problems.push(
+        `${path} holds only weights (a state_dict of ${weightsOnly} tensors, no optimizer or trainer state): ` +
+          "a weights file, not a training checkpoint. Use it as init_from, or resume from a full checkpoint",
+      );
+    }
     if (iteration === undefined && options.needIteration && unreadable.length === 0) {
       iteration = (await readTrainerIteration(path)).iteration;
     }

@@ -1,6 +1,7 @@
-import { basename } from "node:path";
-import { artifactPrefixFor, parseIterDir } from "@ckpt/manifest";
-import { UsageError } from "../../errors.js";
+import { basename, join } from "node:path";
+import { artifactPrefixFor, classifyIterPath, parseIterDir, UPLOADED_MARKER } from "@ckpt/manifest";
+import type { DestinationIdentity } from "@ckpt/object-store";
+import { DestinationConflictError, UsageError } from "../../errors.js";
 import { createProgress, drainWithProgress } from "../../progress.js";
 import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
@@ -13,6 +14,43 @@ interface PublishArgs {
   credentials?: string;
   "delete-local": boolean;
   "upload-concurrency"?: number;
+  force: boolean;
+}
+
+const RUN_TS = /^[0-9]{14}$/;
+
+/**
+ * Why publishing `dir` to `destination` under `uploadPrefix` contradicts what the artifact says
+ * of itself: its attempt directory is another RUN_TS than the prefix names, or its receipt binds
+ * another destination (publishing would replace it). Empty when nothing does. Pure.
+ */
+function publishContradictions(input: {
+  readonly dir: string;
+  readonly uploadPrefix: string;
+  /** The destination the existing receipt binds; undefined without one. */
+  readonly receipt?: {
+    readonly identity: DestinationIdentity;
+    readonly uri: string;
+    /** `sameDestination(receipt, the destination of this publish)`. */
+    readonly same: boolean;
+  };
+}): string[] {
+  const found: string[] = [];
+  const attemptTs = basename(classifyIterPath(input.dir)?.attemptDir ?? "");
+  const segments = input.uploadPrefix.split("/").filter((s) => s !== "");
+  const prefixTs = segments.at(-1) === "checkpoints" ? segments.at(-2) : undefined;
+  if (RUN_TS.test(attemptTs) && prefixTs !== undefined && RUN_TS.test(prefixTs) && attemptTs !== prefixTs) {
+    found.push(
+      `the artifact belongs to run attempt ${attemptTs} but --upload-prefix names run ${prefixTs} (another attempt's archive)`,
+    );
+  }
+  const receipt = input.receipt;
+  if (receipt !== undefined && !receipt.same) {
+    found.push(
+      `its .uploaded receipt binds ${receipt.uri} (endpoint ${receipt.identity.endpoint}); publishing here would replace it, and prune-verified would then check only the new destination`,
+    );
+  }
+  return found;
 }
 
 /**
@@ -54,6 +92,12 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         .option("upload-concurrency", {
           type: "number",
           describe: "Payload uploads in flight at once, 1 to 64 (default 8)",
+        })
+        .option("force", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Publish even where the destination contradicts the artifact: another RUN_TS than its attempt, or another destination than its receipt binds",
         }),
     )
       .example(
@@ -65,7 +109,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         "archive to a shared filesystem, then free the local payloads",
       ),
   async run(args, io) {
-    const [{ publishArtifactIter }, { openStore }] = await Promise.all([
+    const [{ publishArtifactIter }, { openStore, formatStoreUri, sameDestination }] = await Promise.all([
       import("@ckpt/archive-publisher"),
       import("@ckpt/object-store"),
     ]);
@@ -92,6 +136,31 @@ export const publishCommand: CkptCommand<PublishArgs> = {
       uri,
       defaults.credentials === undefined ? {} : { credentials: defaults.credentials },
     );
+    if (!args.force) {
+      const receipt = await UPLOADED_MARKER.read(join(dir, UPLOADED_MARKER.fileName)).then(
+        (read) => (read.legacy ? undefined : read.marker.destination),
+        // No receipt, or one publish itself judges (and rewrites): nothing bound to contradict.
+        () => undefined,
+      );
+      const contradictions = publishContradictions({
+        dir,
+        uploadPrefix: args["upload-prefix"],
+        ...(receipt === undefined
+          ? {}
+          : {
+              receipt: {
+                identity: receipt,
+                uri: formatStoreUri(receipt),
+                same: sameDestination(receipt, store.identity),
+              },
+            }),
+      });
+      if (contradictions.length > 0) {
+        throw new DestinationConflictError(
+          `publish ${dir} to ${uri}: ${contradictions.join("; ")}. Nothing was uploaded. Check --upload-prefix and --bucket, or pass --force to publish there anyway.`,
+        );
+      }
+    }
     const quiet = args.quiet || args.json;
     const hashing = createProgress(io, "hash", { quiet });
     const uploading = createProgress(io, "upload", { quiet });

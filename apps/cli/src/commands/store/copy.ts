@@ -12,6 +12,13 @@ interface CopyArgs {
   quiet: boolean;
 }
 
+/** `<n> <verb> (<bytes>)[, <n> replaced (...)], <n> already present`: what a transfer did. Pure. */
+export function transferSummary(report: TransferReport, verb: string): string {
+  const replaced =
+    report.replaced.length === 0 ? "" : `, ${report.replaced.length} replaced (same size, different digest)`;
+  return `${report.transferred.length} ${verb} (${formatBytes(report.bytes)})${replaced}, ${report.skipped.length} already present`;
+}
+
 /** Runs a transfer to its report, counting objects on the progress line. */
 export function summarizeTransfer(
   transfer: LongOperation<TransferEvent, TransferReport>,
@@ -58,7 +65,7 @@ export const copyCommand: CkptCommand<CopyArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, src: src.uri, dst: dst.uri, ...report },
-      human: `${dst.uri}: ${report.transferred.length} copied (${formatBytes(report.bytes)}), ${report.skipped.length} already present`,
+      human: `${dst.uri}: ${transferSummary(report, "copied")}`,
     };
   },
 };

@@ -1,8 +1,7 @@
 import { createProgress } from "../../progress.js";
-import { formatBytes } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
-import { summarizeTransfer } from "./copy.js";
+import { summarizeTransfer, transferSummary } from "./copy.js";
 
 interface DownloadArgs {
   uri: string;
@@ -14,7 +13,7 @@ interface DownloadArgs {
 export const downloadCommand: CkptCommand<DownloadArgs> = {
   command: "download <uri> <local-dir>",
   describe:
-    "Download every object under a prefix into a local directory (idempotent: same-size files are skipped)",
+    "Download every object under a prefix into a local directory (idempotent: a same-size file is skipped when its digest matches the recorded one, replaced otherwise)",
   builder: (yargs) =>
     withCredentialsOption(
       yargs
@@ -45,7 +44,7 @@ export const downloadCommand: CkptCommand<DownloadArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, uri: store.uri, localDir: args.localDir, ...report },
-      human: `${args.localDir}: ${report.transferred.length} downloaded (${formatBytes(report.bytes)}), ${report.skipped.length} already present`,
+      human: `${args.localDir}: ${transferSummary(report, "downloaded")}`,
     };
   },
 };
