@@ -42,7 +42,10 @@ pnpm turbo run build >&2 || fail_setup "build"
 log "api reports"
 pnpm api:check >&2 || fail_setup "api reports (a package's surface changed: pnpm api:update, then commit etc/)"
 log "lint and layer check"
-pnpm lint >&2 || fail_setup "lint (biome, publint, attw, layer check)"
+# publint packs into a mkdtemp directory it never removes: give it one that is removed here.
+lint_tmp=$(mktemp -d -t ckpt-lint-XXXXXX)
+TMPDIR=$lint_tmp pnpm lint >&2 || fail_setup "lint (biome, publint, attw, layer check)"
+rm -rf "$lint_tmp"
 log "typecheck"
 pnpm turbo run typecheck >&2 || fail_setup "typecheck"
 
