@@ -44,7 +44,7 @@ pnpm api:check >&2 || fail_setup "api reports (a package's surface changed: pnpm
 log "lint and layer check"
 # publint packs into a mkdtemp directory it never removes: give it one that is removed here.
 lint_tmp=$(mktemp -d -t ckpt-lint-XXXXXX)
-TMPDIR=$lint_tmp pnpm lint >&2 || fail_setup "lint (biome, publint, attw, layer check)"
+TMPDIR=$lint_tmp pnpm lint >&2 || { rm -rf "$lint_tmp"; fail_setup "lint (biome, publint, attw, layer check)"; }
 rm -rf "$lint_tmp"
 log "typecheck"
 pnpm turbo run typecheck >&2 || fail_setup "typecheck"
