@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { makeTempDir } from "@ckpt/test-utils";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { crashBudgetMs, crashKills, crashSeed, REPO_ROOT, runCrashSuite } from "../helpers/crash.js";
-import { componentBytes } from "./fixtures/component-bytes.mjs";
+import { componentTable, writeComponentTable } from "./fixtures/component-bytes.mjs";
 
 const seed = crashSeed();
 const kills = crashKills(100);
@@ -24,7 +24,7 @@ const SCRIPT = join(REPO_ROOT, "test", "manager", "fixtures", "save-loop.mjs");
 const STEPS = { full: 20, artifact: 14 } as const;
 type Mode = keyof typeof STEPS;
 
-const bytesOf = componentBytes;
+let bytesOf: (name: string, step: number) => Buffer;
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 async function readOptional(path: string): Promise<Buffer | undefined> {
@@ -113,6 +113,10 @@ describe("trainer checkpoint manager under SIGKILL", () => {
   let tmp: { dir: string; cleanup: () => Promise<void> };
   beforeAll(async () => {
     tmp = await makeTempDir("ckpt-crash-manager-");
+    // Beside every round's output root (tmp.dir/round<N>), where the child trainer reads it.
+    const table = join(tmp.dir, "component-bytes");
+    await writeComponentTable(table, Math.max(STEPS.full, STEPS.artifact));
+    bytesOf = componentTable(table);
   });
   afterAll(async () => {
     await tmp.cleanup();
