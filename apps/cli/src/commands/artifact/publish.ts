@@ -31,7 +31,7 @@ function publishContradictions(input: {
   readonly receipt?: {
     readonly identity: DestinationIdentity;
     readonly uri: string;
-    /** `sameDestination(receipt, the destination of this publish)`. */
+    /** The receipt binds this publish's scheme, bucket and prefix (its endpoint may differ). */
     readonly same: boolean;
   };
 }): string[] {
@@ -47,7 +47,7 @@ function publishContradictions(input: {
   const receipt = input.receipt;
   if (receipt !== undefined && !receipt.same) {
     found.push(
-      `its .uploaded receipt binds ${receipt.uri} (endpoint ${receipt.identity.endpoint}); publishing here would replace it, and prune-verified would then check only the new destination`,
+      `its .uploaded receipt binds ${receipt.uri}; publishing here would replace it, and prune-verified would then check only the new destination`,
     );
   }
   return found;
@@ -151,7 +151,9 @@ export const publishCommand: CkptCommand<PublishArgs> = {
               receipt: {
                 identity: receipt,
                 uri: formatStoreUri(receipt),
-                same: sameDestination(receipt, store.identity),
+                // The endpoint alone may differ (a proxy, another route to the same service): the
+                // bucket and key are what the receipt binds, and publish verifies what it writes.
+                same: sameDestination(receipt, { ...store.identity, endpoint: receipt.endpoint }),
               },
             }),
       });
