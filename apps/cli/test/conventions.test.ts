@@ -35,7 +35,7 @@ function everyCommand(entries: readonly CommandEntry[], prefix: string[] = []): 
 
 describe("help on every command", () => {
   it.each(everyCommand(commands).map((words) => [words.join(" "), words]))(
-    "ckpt %s -h and ckpt help %s print its help with its exit codes",
+    "ckpt %s: -h and help <command> print its help with its exit codes",
     async (_, words) => {
       const name = `ckpt ${(words as string[]).join(" ")}`;
       const [short, viaHelp] = await Promise.all([
