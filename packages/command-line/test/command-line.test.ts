@@ -39,7 +39,9 @@ describe("suggestions", () => {
   });
 
   it("flagSuggestions names only unknown flags close to a known one", () => {
-    expect(flagSuggestions(["x", "--josn", "--json", "--no-dryrun", "--zzzz", "--", "--jsn"], ["json", "dry-run"])).toEqual([
+    expect(
+      flagSuggestions(["x", "--josn", "--json", "--no-dryrun", "--zzzz", "--", "--jsn"], ["json", "dry-run"]),
+    ).toEqual([
       "Unknown option --josn: did you mean --json?",
       "Unknown option --no-dryrun: did you mean --dry-run?",
     ]);
@@ -58,7 +60,9 @@ describe("help, version and exit codes", () => {
     const viaHelp = await run(["help", "fetch"]);
     expect(viaHelp).toBe(await run(["fetch", "-h"]));
     expect(viaHelp).toMatch(/^demo fetch <uri>/);
-    expect(viaHelp).toContain("Exit codes: 0 ok; 1 failed or refused; 2 bad usage or unusable input; 3 partly done.");
+    expect(viaHelp).toContain(
+      "Exit codes: 0 ok; 1 failed or refused; 2 bad usage or unusable input; 3 partly done.",
+    );
     expect(await run(["--version"])).toBe("9.9.9");
   });
 
