@@ -63,7 +63,7 @@ function argumentRows(recorded) {
     ]);
   }
   for (const o of recorded.options) {
-    const name = `--${o.name}${o.alias ? `, -${o.alias}` : ""}`;
+    const name = `--${o.name}${o.alias ? `, ${o.alias.length === 1 ? "-" : "--"}${o.alias}` : ""}`;
     const need = o.demandOption
       ? "required"
       : o.default === undefined

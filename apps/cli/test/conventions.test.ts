@@ -89,6 +89,20 @@ describe("suggestions", () => {
   });
 });
 
+describe("one vocabulary", () => {
+  it("materialize-hf takes the artifact directory as --artifact-dir too (publish's name), and still as --ckpt-dir", async () => {
+    const dir = join(await testdir("ckpt-cli-vocabulary-"), "no-such-artifact");
+    const [old, shared] = await Promise.all(
+      ["--ckpt-dir", "--artifact-dir"].map((flag) =>
+        ckpt(["materialize-hf", flag, dir, "--base", dir, "--out", join(dir, "out")]),
+      ),
+    );
+    expect(shared).toEqual(old);
+    expect(shared.code).toBe(2);
+    expect(shared.err).toContain("no-such-artifact");
+  });
+});
+
 describe("the AWS SDK's Node-version warning", () => {
   it("ckpt doctor store against a missing endpoint prints its verdict without the warning", async () => {
     const creds = join(await testdir("ckpt-cli-warning-"), "creds.json");
