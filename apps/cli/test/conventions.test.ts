@@ -92,11 +92,9 @@ describe("suggestions", () => {
 describe("one vocabulary", () => {
   it("materialize-hf takes the artifact directory as --artifact-dir too (publish's name), and still as --ckpt-dir", async () => {
     const dir = join(await testdir("ckpt-cli-vocabulary-"), "no-such-artifact");
-    const [old, shared] = await Promise.all(
-      ["--ckpt-dir", "--artifact-dir"].map((flag) =>
-        ckpt(["materialize-hf", flag, dir, "--base", dir, "--out", join(dir, "out")]),
-      ),
-    );
+    const materialize = (flag: string) =>
+      ckpt(["materialize-hf", flag, dir, "--base", dir, "--out", join(dir, "out")]);
+    const [old, shared] = await Promise.all([materialize("--ckpt-dir"), materialize("--artifact-dir")]);
     expect(shared).toEqual(old);
     expect(shared.code).toBe(2);
     expect(shared.err).toContain("no-such-artifact");
