@@ -7,6 +7,7 @@ import { join, relative, sep } from "node:path";
 export const ALLOWED_EDGES = {
   errors: [],
   progress: [],
+  "command-line": ["errors"],
   manifest: ["errors"],
   diagnostics: ["errors", "manifest"],
   "object-store": ["errors", "progress"],

@@ -2,7 +2,7 @@
 //   node tools/docs/gen-cli-reference.mjs           write docs/cli.md
 //   node tools/docs/gen-cli-reference.mjs --check   exit 1 when docs/cli.md is stale
 // Build the CLI first (pnpm turbo run build --filter=@ckpt/cli). Every registered command is
-// picked up: its usage, description, positionals and options (from its builder) and examples.
+// picked up: its usage, description, exit codes, positionals and options (from its builder) and examples.
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
@@ -63,7 +63,7 @@ function argumentRows(recorded) {
     ]);
   }
   for (const o of recorded.options) {
-    const name = `--${o.name}${o.alias ? `, -${o.alias}` : ""}`;
+    const name = `--${o.name}${o.alias ? `, ${o.alias.length === 1 ? "-" : "--"}${o.alias}` : ""}`;
     const need = o.demandOption
       ? "required"
       : o.default === undefined
@@ -136,7 +136,8 @@ export async function renderCliReference(cli) {
       continue;
     }
     const recorded = recordBuilder(entry.builder);
-    out.push(`Usage: \`ckpt ${usage} [options]\` (plus \`--json\`, \`--quiet\`, \`--help\`)`);
+    out.push(`Usage: \`ckpt ${usage} [options]\` (plus \`--json\`, \`--quiet\`, \`-h\`)`);
+    out.push("", cli.exitCodesEpilogue(entry.exitCodes));
     const rows = argumentRows(recorded);
     if (rows.length > 0) out.push("", table(["argument", "type", "required / default", "description"], rows));
     if (recorded.examples.length > 0) {

@@ -5,8 +5,7 @@ type CliErrorCode =
   | "CLI_USAGE"
   | "CLI_NOT_A_DIRECTORY"
   | "CLI_IS_A_DIRECTORY"
-  | "CLI_PUBLISH_DESTINATION_CONFLICT"
-  | "INTERNAL";
+  | "CLI_PUBLISH_DESTINATION_CONFLICT";
 
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<CliErrorCode> {
@@ -36,7 +35,7 @@ class PathKindError extends CkptError<CliErrorCode> {
  * A raw ENOTDIR or EISDIR from the file system (a path given where the other kind is needed)
  * as the coded error naming the path and the fix; undefined for anything else.
  */
-function pathKindError(error: unknown): PathKindError | undefined {
+export function pathKindError(error: unknown): PathKindError | undefined {
   const errno = error as NodeJS.ErrnoException | undefined;
   const path = errno?.path ?? "a path";
   const call = errno?.syscall === undefined ? "" : `, ${errno.syscall}`;
@@ -55,27 +54,4 @@ function pathKindError(error: unknown): PathKindError | undefined {
     );
   }
   return undefined;
-}
-
-interface CodedError {
-  readonly code: string;
-  readonly kind?: string;
-  readonly message: string;
-}
-
-function isCoded(error: unknown): error is CodedError {
-  return error instanceof Error && typeof (error as { code?: unknown }).code === "string";
-}
-
-/**
- * The one place errors become exit codes: bad usage or unusable input exit 2, every other coded
- * error (a refusal, a failed operation) exits 1. Uncoded errors are internal faults (exit 1).
- */
-export function describeError(caught: unknown): { exitCode: 1 | 2; code: string; message: string } {
-  const error = pathKindError(caught) ?? caught;
-  if (isCoded(error)) {
-    return { exitCode: error.kind === "input" ? 2 : 1, code: error.code, message: error.message };
-  }
-  const message = error instanceof Error ? error.message : String(error);
-  return { exitCode: 1, code: "INTERNAL", message: `internal error: ${message}` };
 }

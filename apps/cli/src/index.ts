@@ -5,3 +5,5 @@ export type { CliIo, CommandOutcome, GlobalOptions } from "./io.js";
 export { commands } from "./commands/index.js";
 export { type CommandEntry, isGroup } from "./commands/registry.js";
 export { verifyProblemCodes } from "./commands/verify.js";
+// What a command's help says of its exit codes, for the same line in docs/cli.md.
+export { exitCodesEpilogue } from "@ckpt/command-line";

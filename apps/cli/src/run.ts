@@ -1,8 +1,14 @@
-import yargs from "yargs";
+import {
+  describeFailure,
+  exitCodesEpilogue,
+  failureLines,
+  failureReport,
+  runCommandLine,
+} from "@ckpt/command-line";
 import type { Argv } from "yargs";
 import { commands } from "./commands/index.js";
 import { type CommandEntry, isGroup } from "./commands/registry.js";
-import { describeError, UsageError } from "./errors.js";
+import { pathKindError, UsageError } from "./errors.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
 
 function write(stream: NodeJS.WritableStream, text: string): void {
@@ -18,64 +24,55 @@ function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void 
 export async function runCli(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let outcome: CommandOutcome | undefined;
   let globals: GlobalOptions = { json: argv.includes("--json"), quiet: argv.includes("--quiet") };
-  let helpText = "";
-  const parser = yargs([...argv])
-    .scriptName("ckpt")
-    .usage("ckpt <command> [options]\n\nThe life of an ML training checkpoint, provable at every step.")
-    .option("json", { type: "boolean", default: false, describe: "Print the report as JSON on stdout" })
-    .option("quiet", { type: "boolean", default: false, describe: "Print nothing on success" })
-    // From apps/cli/package.json at build time (yargs's own lookup finds no package.json in a bundle).
-    .version(__CKPT_PACKAGE_VERSION__)
-    .strict()
-    .demandCommand(1, "Name a command; `ckpt --help` lists them.")
-    .recommendCommands()
-    .exitProcess(false)
-    // The width of the stream help goes to (a captured stream has none: 110, so generated docs are stable).
-    .wrap(Math.min(110, (io.stdout as { columns?: number }).columns ?? 110))
-    .epilogue("Exit codes: 0 ok, 1 failed or refused, 2 bad usage or unusable input. Docs: docs/cli.md")
-    .fail((message, error) => {
-      throw error ?? new UsageError(message);
-    });
   const register = (target: Argv, entry: CommandEntry): void => {
     if (isGroup(entry)) {
       target.command(entry.command, entry.describe, (group) => {
         for (const sub of entry.subcommands) register(group, sub);
-        return group.demandCommand(
-          1,
-          `Name a subcommand; \`ckpt ${entry.command.split(" ")[0]} --help\` lists them.`,
-        );
+        return group
+          .demandCommand(1, `Name a subcommand; \`ckpt ${entry.command.split(" ")[0]} --help\` lists them.`)
+          .epilogue(exitCodesEpilogue());
       });
       return;
     }
-    target.command(entry.command, entry.describe, entry.builder, async (args) => {
-      globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
-      // --quiet silences progress too: a command sees a non-interactive terminal.
-      outcome = await entry.run(args as never, globals.quiet ? { ...io, interactive: false } : io);
-    });
+    target.command(
+      entry.command,
+      entry.describe,
+      (yargs) => entry.builder(yargs).epilogue(exitCodesEpilogue(entry.exitCodes)),
+      async (args) => {
+        globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
+        // --quiet silences progress too: a command sees a non-interactive terminal.
+        outcome = await entry.run(args as never, globals.quiet ? { ...io, interactive: false } : io);
+      },
+    );
   };
-  for (const entry of commands) register(parser, entry);
+  let helpText: string;
   try {
-    await parser.parseAsync([...argv], {}, (_error, _args, output) => {
-      helpText = output;
-    });
+    helpText = await runCommandLine(
+      argv,
+      {
+        name: "ckpt",
+        // From apps/cli/package.json at build time (yargs's own lookup finds no package.json in a bundle).
+        version: __CKPT_PACKAGE_VERSION__,
+        summary: "The life of an ML training checkpoint, provable at every step. Docs: docs/cli.md",
+        // The width of the stream help goes to (a captured stream has none: 110, so generated docs are stable).
+        width: Math.min(110, (io.stdout as { columns?: number }).columns ?? 110),
+        usageError: (message) => new UsageError(message),
+      },
+      (parser) => {
+        parser
+          .option("json", { type: "boolean", default: false, describe: "Print the report as JSON on stdout" })
+          .option("quiet", { type: "boolean", default: false, describe: "Print nothing on success" });
+        for (const entry of commands) register(parser, entry);
+      },
+    );
   } catch (error) {
-    const failure = describeError(error);
-    if (globals.json) {
-      write(
-        io.stdout,
-        JSON.stringify({ ok: false, error: { code: failure.code, message: failure.message } }, null, 2),
-      );
-    } else {
-      write(io.stderr, `ckpt: ${failure.message}`);
-      if (failure.code === "CLI_USAGE") write(io.stderr, "Run `ckpt --help` for usage.");
-      // The code is what docs/troubleshooting.md is keyed by: name it so nobody re-runs with --json.
-      else if (failure.code !== "INTERNAL")
-        write(io.stderr, `ckpt: error code ${failure.code} (docs/troubleshooting.md)`);
-    }
+    const failure = describeFailure(pathKindError(error) ?? error);
+    if (globals.json) write(io.stdout, JSON.stringify(failureReport(failure), null, 2));
+    else for (const line of failureLines("ckpt", failure)) write(io.stderr, line);
     return failure.exitCode;
   }
   if (outcome === undefined) {
-    // --help or --version: yargs produced the text
+    // --help, --version or completion: yargs produced the text
     write(io.stdout, helpText);
     return 0;
   }

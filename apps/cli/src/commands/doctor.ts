@@ -36,6 +36,7 @@ function renderQualification(report: QualificationReport): string {
 
 const doctorStoreCommand: CkptCommand<StoreArgs> = {
   command: "store <uri>",
+  exitCodes: { 1: "not qualified: a required check failed" },
   describe: "Qualify an object store for archives: conditional create, digests, multipart, list, delete",
   builder: (yargs) =>
     withCredentialsOption(yargs)
@@ -96,6 +97,7 @@ function renderStorageProbe(
 
 const doctorStorageCommand: CkptCommand<StorageArgs> = {
   command: "storage <dir>",
+  exitCodes: { 1: "not sound: a step failed or the volume breaks --expect" },
   describe:
     "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, shared-safe or shared-unsafe",
   builder: (yargs) =>

@@ -63,6 +63,7 @@ function renderEvidence(bundle: EvidenceBundle, wording: ArtifactWording): strin
 
 export const evidenceCommand: CkptCommand<EvidenceArgs> = {
   command: "evidence <attempt-dir>",
+  exitCodes: { 1: "the bundle names a problem" },
   describe:
     "One JSON bundle of a run attempt: resume decision, newest checkpoint, retention state, artifacts and receipts, problems",
   builder: (yargs) =>

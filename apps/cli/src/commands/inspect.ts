@@ -44,6 +44,7 @@ function renderDcpFiles(report: InspectReport): string {
 
 export const inspectCommand: CkptCommand<InspectArgs> = {
   command: "inspect <path>",
+  exitCodes: { 1: "the file is damaged (the report names where)" },
   describe:
     "List the tensors of a checkpoint file or directory (safetensors, HF directory, torch.save, DCP: with its files and what is missing)",
   builder: (yargs) =>

@@ -63,6 +63,8 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
       yargs
         .option("ckpt-dir", {
           type: "string",
+          // The name artifact publish and verify give the same directory.
+          alias: "artifact-dir",
           describe: "A committed checkpoint_artifacts/iter_* directory holding a consolidated model.pt",
         })
         .option("artifact-uri", {

@@ -1,3 +1,4 @@
+import type { ExitCodes } from "@ckpt/command-line";
 import type { Argv } from "yargs";
 import type { CliIo, CommandOutcome, GlobalOptions } from "../io.js";
 
@@ -10,6 +11,8 @@ export interface CkptCommand<A = Record<string, unknown>> {
   readonly describe: string;
   readonly builder: (yargs: Argv) => Argv;
   readonly run: (args: A & GlobalOptions, io: CliIo) => Promise<CommandOutcome>;
+  /** What this command's exit codes mean beyond the standard ones (0 ok, 1 failed, 2 usage); its help lists them. */
+  readonly exitCodes?: ExitCodes;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: each command declares its own argument type

@@ -25,6 +25,7 @@ const SHA256 = /^[0-9a-f]{64}$/;
 
 export const resumableCommand: CkptCommand<ResumableArgs> = {
   command: "resumable <iter-dir>",
+  exitCodes: { 1: "not resumable (the report says why)" },
   describe: "Would training resume from this checkpoint? yes (exit 0) or no with the reason (exit 1)",
   builder: (yargs) =>
     yargs

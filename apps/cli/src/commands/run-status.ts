@@ -82,6 +82,7 @@ function renderRunStatus(r: RunStatusReport): string {
 
 const runStatusCommand: CkptCommand<RunStatusArgs> = {
   command: "status <attempt-dir>",
+  exitCodes: { 1: "the run has a problem (the report names it)" },
   describe:
     "A run attempt at a glance: checkpoints, components, sizes, pointer, receipts, pending validation, and what resume would pick and why",
   builder: (yargs) =>

@@ -55,6 +55,7 @@ function renderVerifyReport(report: VerifyReport, io: Pick<CliIo, "color">): str
 
 export const verifyCommand: CkptCommand<VerifyArgs> = {
   command: "verify <path>",
+  exitCodes: { 1: "a problem found (the report names each)" },
   describe:
     "Judge a checkpoint, artifact, fetched stage, DCP or Hugging Face directory, or a .pt/.safetensors file, against its own records",
   builder: (yargs) =>

@@ -6,7 +6,13 @@ import type { StoreCredentials } from "../types.js";
 
 /** The AWS SDK module, loaded on first use (see `lazy`). */
 export type S3Sdk = typeof import("@aws-sdk/client-s3");
-export const loadS3Sdk: () => Promise<S3Sdk> = lazy(() => import("@aws-sdk/client-s3"));
+export const loadS3Sdk: () => Promise<S3Sdk> = lazy(() => {
+  // The SDK warns on every Node 20 run that its future releases will need Node 22; printed before
+  // each command's own output it buries real errors. Its own switch silences that one warning only
+  // (every other warning still prints), and an operator's explicit setting is kept.
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+  return import("@aws-sdk/client-s3");
+});
 
 /** How the S3 API behind an endpoint must be spoken to. */
 export type S3Dialect = "aws" | "s3-compatible" | "gcs";

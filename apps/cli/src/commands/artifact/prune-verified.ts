@@ -57,6 +57,11 @@ export const pruneVerifiedCommand: CkptCommand<PruneArgs> = {
   command: "prune-verified",
   describe:
     "Release the local payload of published artifacts whose archive is proven (receipt, local digests, live remote objects)",
+  exitCodes: {
+    0: "every path released (or already released)",
+    1: "failed (store unreachable, local files unreadable or changed, delete failed)",
+    3: "some path not released (kept: mistyped, not an artifact, archive not proven); the report names each",
+  },
   builder: (yargs) =>
     withCredentialsOption(
       yargs
@@ -71,9 +76,6 @@ export const pruneVerifiedCommand: CkptCommand<PruneArgs> = {
           default: false,
           describe: "Decide exactly as a real run (digests, remote checks) but remove nothing",
         })
-        .epilogue(
-          "Exit codes: 0 every path released (or already released), 1 failed (store unreachable, local files unreadable or changed, delete failed), 2 bad usage, 3 some path not released (kept: mistyped, not an artifact, archive not proven); the report names each.",
-        )
         .example(
           "ckpt artifact prune-verified --paths run/20260901120000/checkpoint_artifacts/iter_000000300,run/20260901120000/checkpoint_artifacts/iter_000000400/model.pt --credentials creds.json",
           "free two artifacts whose .uploaded receipts bind the endpoint in creds.json; manifests and receipts stay",

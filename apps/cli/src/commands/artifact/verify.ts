@@ -18,6 +18,7 @@ function renderVerify(report: VerifyReport, uri: string): string {
 
 export const verifyCommand: CkptCommand<VerifyArgs> = {
   command: "verify",
+  exitCodes: { 1: "the archive is not proven (the report names each problem)" },
   describe:
     "HEAD every object an artifact's .uploaded receipt records (size and sha256; nothing is downloaded)",
   builder: (yargs) =>
