@@ -123,7 +123,8 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
           "from an archive: the identity comes from the remote manifest; payloads are fetched only to build",
         ),
     ),
-  async run(args, io) {
+  abortCode: "MATERIALIZE_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const local = args["ckpt-dir"];
     const uri = args["artifact-uri"];
     if ((local === undefined) === (uri === undefined)) {
@@ -147,6 +148,9 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     const fetching = createProgress(io, "fetch", { quiet });
     const converting = createProgress(io, "convert", { quiet });
     let waited: string | undefined;
+    leaves(
+      `${args.out} was not changed (this run's partial build was removed${uri === undefined ? "" : `; what it fetched stays in ${args["stage-dir"] ?? `${args.out}.stage`} and is reused`}); run the same command again to build it`,
+    );
     const report = await drainWithProgress(
       materializeHfIter({
         source,
@@ -160,6 +164,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
         force: args.force,
         unifiedChatTemplate: args["unified-chat-template"],
         ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
+        signal,
       }),
       [fetching, converting],
       (event) => {
