@@ -75,7 +75,9 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     .exitProcess(false)
     // The width of the stream help goes to (a captured stream has none: 110, so generated docs are stable).
     .wrap(Math.min(110, (io.stdout as { columns?: number }).columns ?? 110))
-    .epilogue("Exit codes: 0 ok, 1 failed or refused, 2 bad usage or unusable input. Docs: docs/cli.md")
+    .epilogue(
+      "Exit codes: 0 ok, 1 failed or refused, 2 bad usage or unusable input, 130/143 stopped by SIGINT/SIGTERM. Docs: docs/cli.md",
+    )
     .fail((message, error) => {
       throw error ?? new UsageError(message);
     });

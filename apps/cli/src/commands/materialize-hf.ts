@@ -149,7 +149,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     const converting = createProgress(io, "convert", { quiet });
     let waited: string | undefined;
     leaves(
-      `${args.out} was not changed (this run's partial build was removed${uri === undefined ? "" : `; what it fetched stays in ${args["stage-dir"] ?? `${args.out}.stage`} and is reused`}); run the same command again to build it`,
+      `${args.out} was not changed (${uri === undefined ? "this run's partial build was removed" : "this run's partial build and what it fetched were removed"}); run the same command again to build it`,
     );
     const report = await drainWithProgress(
       materializeHfIter({
