@@ -188,7 +188,9 @@ describe("interrupting the CLI's long commands", () => {
     const prefix = "vlm/grpo/run-a/20260901120000/checkpoint_artifacts/iter_000000300/";
     const uploads = () => openMultipartUploads(env, bucket, prefix);
     try {
-      const args = [...publishArgs(artifact, bucket), "--credentials", credentials];
+      // Its own artifact: the one published to file:// above holds a receipt binding that store.
+      const fresh = await bigArtifact(join(root, "s3"));
+      const args = [...publishArgs(fresh, bucket), "--credentials", credentials];
       const result = await interrupt(args, "SIGTERM", async () => (await uploads()).length > 0);
       expectStopped(result, 143, "PUBLISH_ABORTED", /nothing published: s3:\/\//);
       expect(await uploads()).toEqual([]);

@@ -2,7 +2,7 @@ import type { Argv } from "yargs";
 import type { CliIo, CommandOutcome, GlobalOptions } from "../io.js";
 
 /** What the runner hands a command besides its arguments and streams. */
-export interface CommandContext {
+interface CommandContext {
   /** Aborts on SIGINT or SIGTERM (for a command that declares `abortCode`); pass it to the library. */
   readonly signal: AbortSignal;
   /** Records what an interruption from now on would leave and how to resume (one sentence). */
