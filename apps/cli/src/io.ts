@@ -1,4 +1,5 @@
 import type { Writable } from "node:stream";
+import { processSignals, type SignalSource } from "./interrupt.js";
 
 /** Where the CLI writes, and what the terminal allows. Passed in so tests can capture output. */
 export interface CliIo {
@@ -9,6 +10,8 @@ export interface CliIo {
   /** stdout is a terminal and NO_COLOR is unset: verdicts may be coloured. */
   readonly color: boolean;
   readonly env: NodeJS.ProcessEnv;
+  /** SIGINT/SIGTERM, for commands that stop cleanly; none when the CLI runs inside another program. */
+  readonly signals?: SignalSource;
 }
 
 /** Colour on a terminal unless NO_COLOR is set to a non-empty value (https://no-color.org). */
@@ -23,6 +26,7 @@ export function processIo(): CliIo {
     interactive: Boolean(process.stderr.isTTY),
     color: colorAllowed(Boolean(process.stdout.isTTY), process.env),
     env: process.env,
+    signals: processSignals(),
   };
 }
 
@@ -37,8 +41,11 @@ export interface GlobalOptions {
  * the short human rendering of the same report.
  */
 export interface CommandOutcome {
-  /** 3: the command ran but left part of what was asked undone (a command's help says when). */
-  readonly exitCode: 0 | 1 | 2 | 3;
+  /**
+   * 3: the command ran but left part of what was asked undone (a command's help says when);
+   * 130/143: it was stopped by SIGINT/SIGTERM (`human` then says, on stderr, what it left).
+   */
+  readonly exitCode: 0 | 1 | 2 | 3 | 130 | 143;
   readonly report: unknown;
   readonly human: string;
 }

@@ -7,8 +7,9 @@ import {
 } from "@ckpt/command-line";
 import type { Argv } from "yargs";
 import { commands } from "./commands/index.js";
-import { type CommandEntry, isGroup } from "./commands/registry.js";
+import { type CkptCommand, type CommandEntry, isGroup } from "./commands/registry.js";
 import { pathKindError, UsageError } from "./errors.js";
+import { interruptedOutcome, STOP_EXIT_CODES, type StopSignal } from "./interrupt.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
 
 function write(stream: NodeJS.WritableStream, text: string): void {
@@ -16,8 +17,50 @@ function write(stream: NodeJS.WritableStream, text: string): void {
 }
 
 function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void {
+  // An interruption's one line goes to stderr whatever the mode: stdout carries only results.
+  const interrupted = outcome.exitCode === 130 || outcome.exitCode === 143;
   if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
-  else if (!options.quiet || outcome.exitCode !== 0) write(io.stdout, outcome.human);
+  if (interrupted) write(io.stderr, outcome.human);
+  else if (!options.json && (!options.quiet || outcome.exitCode !== 0)) write(io.stdout, outcome.human);
+}
+
+/** A command's context when it cannot be stopped: a signal that never aborts, notes unused. */
+const unstoppable = { signal: new AbortController().signal, leaves() {} };
+
+/**
+ * Runs a command that stops cleanly: the first SIGINT/SIGTERM aborts the one signal it hands the
+ * libraries, and the rejection that follows becomes the interrupted outcome; a second signal
+ * while it stops ends the process at once.
+ */
+async function runStoppable(
+  entry: CkptCommand & { abortCode: string },
+  args: never,
+  io: CliIo,
+): Promise<CommandOutcome> {
+  const stop = new AbortController();
+  let received: StopSignal | undefined;
+  let leaves = "stopped before it changed anything; run the same command again";
+  const unlisten = io.signals?.listen((signal) => {
+    if (received !== undefined) {
+      write(io.stderr, `interrupted again (${signal}): stopped at once, without cleaning up`);
+      io.signals?.exitNow(STOP_EXIT_CODES[signal]);
+    }
+    received = signal;
+    stop.abort(new Error(`${signal} received`));
+  });
+  try {
+    return await entry.run(args, io, {
+      signal: stop.signal,
+      leaves: (note) => {
+        leaves = note;
+      },
+    });
+  } catch (error) {
+    if (received === undefined) throw error;
+    return interruptedOutcome(received, { code: entry.abortCode, leaves }, error);
+  } finally {
+    unlisten?.();
+  }
 }
 
 /** Runs `ckpt <argv>` and resolves to the exit code. Never calls process.exit. */
@@ -34,14 +77,24 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
       });
       return;
     }
+    // A stoppable command's help lists what SIGINT/SIGTERM end it with.
+    const exitCodes =
+      entry.abortCode === undefined
+        ? entry.exitCodes
+        : { ...entry.exitCodes, [STOP_EXIT_CODES.SIGINT]: "stopped by SIGINT", [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM" };
     target.command(
       entry.command,
       entry.describe,
-      (yargs) => entry.builder(yargs).epilogue(exitCodesEpilogue(entry.exitCodes)),
+      (yargs) => entry.builder(yargs).epilogue(exitCodesEpilogue(exitCodes)),
       async (args) => {
         globals = { json: Boolean(args.json), quiet: Boolean(args.quiet) };
         // --quiet silences progress too: a command sees a non-interactive terminal.
-        outcome = await entry.run(args as never, globals.quiet ? { ...io, interactive: false } : io);
+        const commandIo = globals.quiet ? { ...io, interactive: false } : io;
+        const abortCode = entry.abortCode;
+        outcome =
+          abortCode === undefined
+            ? await entry.run(args as never, commandIo, unstoppable)
+            : await runStoppable({ ...entry, abortCode }, args as never, commandIo);
       },
     );
   };

@@ -103,5 +103,6 @@ export {
   testCredentials,
   rawClient,
   createTestBucket,
+  openMultipartUploads,
   putRawObject,
 } from "./s3-env.js";

@@ -112,6 +112,21 @@ export async function createTestBucket(
   return { bucket, cleanup };
 }
 
+/** The keys of the multipart uploads still open under `prefix` (ListMultipartUploads). */
+export async function openMultipartUploads(
+  env: S3TestEnv,
+  bucket: string,
+  prefix: string,
+): Promise<string[]> {
+  const client = rawClient(env);
+  try {
+    const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix }));
+    return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key]));
+  } finally {
+    client.destroy();
+  }
+}
+
 /**
  * Stores an object behind every store's back, with whatever metadata the test wants — the only way
  * to make an object whose recorded sha256 contradicts its body (every ckpt store refuses to).

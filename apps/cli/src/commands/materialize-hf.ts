@@ -125,7 +125,8 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
           "from an archive: the identity comes from the remote manifest; payloads are fetched only to build",
         ),
     ),
-  async run(args, io) {
+  abortCode: "MATERIALIZE_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const local = args["ckpt-dir"];
     const uri = args["artifact-uri"];
     if ((local === undefined) === (uri === undefined)) {
@@ -149,6 +150,9 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     const fetching = createProgress(io, "fetch", { quiet });
     const converting = createProgress(io, "convert", { quiet });
     let waited: string | undefined;
+    leaves(
+      `${args.out} was not changed (${uri === undefined ? "this run's partial build was removed" : "this run's partial build and what it fetched were removed"}); run the same command again to build it`,
+    );
     const report = await drainWithProgress(
       materializeHfIter({
         source,
@@ -162,6 +166,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
         force: args.force,
         unifiedChatTemplate: args["unified-chat-template"],
         ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
+        signal,
       }),
       [fetching, converting],
       (event) => {

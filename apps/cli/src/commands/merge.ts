@@ -85,10 +85,14 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
         "ckpt merge --mode tv --lam 0.5 --base /models/base-hf --experts a/model.pt,b/model.pt --out run/ts/checkpoint_artifacts/iter_000000300/model.pt --diag tv-diag.json",
         "task vectors onto the base, with per-tensor delta norms and cosines in tv-diag.json",
       ),
-  async run(args, io) {
+  abortCode: "MERGE_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
     const { mergeExpertsIter } = await import("@ckpt/merge");
     const progress = createProgress(io, "merge", { quiet: args.quiet });
+    leaves(
+      `${args.out} was not changed (this run's partial output was removed); run the same command again to merge`,
+    );
     const report = await drainWithProgress(
       mergeExpertsIter(
         {
@@ -101,7 +105,7 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
           diag: args.diag,
           force: args.force,
         },
-        lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 },
+        { signal, ...(lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 }) },
       ),
       [progress],
       (event) => {

@@ -2,15 +2,28 @@ import type { ExitCodes } from "@ckpt/command-line";
 import type { Argv } from "yargs";
 import type { CliIo, CommandOutcome, GlobalOptions } from "../io.js";
 
+/** What the runner hands a command besides its arguments and streams. */
+interface CommandContext {
+  /** Aborts on SIGINT or SIGTERM (for a command that declares `abortCode`); pass it to the library. */
+  readonly signal: AbortSignal;
+  /** Records what an interruption from now on would leave and how to resume (one sentence). */
+  leaves(note: string): void;
+}
+
 /**
  * A ckpt command: yargs wiring plus a handler that returns an outcome instead of printing, so
- * the runner owns --json, --quiet and exit codes in one place.
+ * the runner owns --json, --quiet, exit codes and interruptions in one place.
  */
 export interface CkptCommand<A = Record<string, unknown>> {
   readonly command: string;
   readonly describe: string;
   readonly builder: (yargs: Argv) => Argv;
-  readonly run: (args: A & GlobalOptions, io: CliIo) => Promise<CommandOutcome>;
+  /**
+   * A long command that stops cleanly on SIGINT/SIGTERM declares the abort code of the library it
+   * drives; the others are ended by the signal as any process is.
+   */
+  readonly abortCode?: string;
+  readonly run: (args: A & GlobalOptions, io: CliIo, context: CommandContext) => Promise<CommandOutcome>;
   /** What this command's exit codes mean beyond the standard ones (0 ok, 1 failed, 2 usage); its help lists them. */
   readonly exitCodes?: ExitCodes;
 }

@@ -559,7 +559,11 @@ class FileStore implements ObjectStore {
           return Readable.from([]);
         }
         const stream = handle.createReadStream({ start, end: end - 1 });
-        return options?.signal === undefined ? stream : addAbortSignal(options.signal, stream);
+        if (options?.signal === undefined) return stream;
+        // An abort before the consumer reads (its own listener then sees the error) must not
+        // crash the process as an unhandled 'error' event.
+        stream.on("error", () => {});
+        return addAbortSignal(options.signal, stream);
       } catch (error) {
         await handle.close().catch(() => {});
         if (signal.aborted) throw abortError(key, signal);

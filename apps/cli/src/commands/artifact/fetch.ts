@@ -36,7 +36,8 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
           "the same with explicit credentials and a JSON report",
         ),
     ),
-  async run(args, io) {
+  abortCode: "READER_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const [{ fetchArtifactIter }, { openStore }] = await Promise.all([
       import("@ckpt/archive-reader"),
       import("@ckpt/object-store"),
@@ -44,8 +45,11 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
     const progress = createProgress(io, "fetch", { quiet: args.quiet });
+    leaves(
+      `staged download kept in ${args.dst} (verified files and partial ones are resumed, never re-downloaded); run the same command again to resume`,
+    );
     const report = await drainWithProgress(
-      fetchArtifactIter(store, args.dst, { uri: args.artifactUri }),
+      fetchArtifactIter(store, args.dst, { uri: args.artifactUri, signal }),
       [progress],
       (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);

@@ -53,6 +53,31 @@ function publishContradictions(input: {
   return found;
 }
 
+/** How far a publish got, from its events: what an interruption leaves depends on it. */
+interface PublishProgress {
+  /** The declaration is in the store (created by this run or found there). */
+  declared: boolean;
+  /** Payloads this run uploaded completely. */
+  uploaded: number;
+  /** The manifest is committed: the archive is published. */
+  committed: boolean;
+  receipted: boolean;
+}
+
+/** What an interrupted publish leaves at `uri` and how to resume. Pure. */
+export function publishLeaves(uri: string, progress: PublishProgress): string {
+  if (progress.receipted) {
+    return `${uri} is published and the receipt written, but not every local payload was released; run the same command again to release the rest`;
+  }
+  if (progress.committed) {
+    return `${uri} is published (manifest committed) but the local receipt is not written; run the same command again to verify the archive and write it`;
+  }
+  if (!progress.declared) {
+    return `nothing published; ${uri} holds no new objects; run the same command again to publish`;
+  }
+  return `nothing published: ${uri} has no manifest (written last), so no reader takes it; the declaration and ${progress.uploaded} complete payloads stay there and are reused, in-flight uploads were aborted; run the same command again to resume`;
+}
+
 /**
  * The destination URI of an artifact: the bucket root (a bare name means s3://<name>) joined with
  * the artifact prefix derived from the run's upload prefix. Pure.
@@ -108,7 +133,8 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         "ckpt artifact publish --artifact-dir <dir> --upload-prefix <p> --bucket file:///mnt/archive --delete-local --json",
         "archive to a shared filesystem, then free the local payloads",
       ),
-  async run(args, io) {
+  abortCode: "PUBLISH_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const [{ publishArtifactIter }, { openStore, formatStoreUri, sameDestination }] = await Promise.all([
       import("@ckpt/archive-publisher"),
       import("@ckpt/object-store"),
@@ -132,6 +158,8 @@ export const publishCommand: CkptCommand<PublishArgs> = {
       );
     }
     const uri = artifactDestinationUri(defaults.bucket, args["upload-prefix"], iteration);
+    const progress: PublishProgress = { declared: false, uploaded: 0, committed: false, receipted: false };
+    leaves(publishLeaves(uri, progress));
     const store = await openStore(
       uri,
       defaults.credentials === undefined ? {} : { credentials: defaults.credentials },
@@ -169,6 +197,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     const report = await drainWithProgress(
       publishArtifactIter(dir, store, {
         deleteLocal: args["delete-local"],
+        signal,
         ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
       }),
       [hashing, uploading],
@@ -176,6 +205,11 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         if (event.type === "hash") hashing.update(event.doneBytes, event.totalBytes, event.path);
         else if (event.type === "plan") hashing.finish();
         else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "declaration") progress.declared = true;
+        else if (event.type === "uploaded") progress.uploaded++;
+        else if (event.type === "committed") progress.committed = true;
+        else if (event.type === "receipt") progress.receipted = true;
+        leaves(publishLeaves(uri, progress));
       },
     );
     const total = report.inventory.reduce((sum, f) => sum + f.size, 0);

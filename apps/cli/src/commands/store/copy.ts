@@ -52,14 +52,18 @@ export const copyCommand: CkptCommand<CopyArgs> = {
           "preserve an expiring checkpoint in the permanent bucket",
         ),
     ),
-  async run(args, io) {
+  abortCode: "STORE_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const { copyPrefixIter, openStore } = await import("@ckpt/object-store");
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const open = (uri: string) => openStore(uri, credentials === undefined ? {} : { credentials });
     const src = await open(args.srcUri);
     const dst = await open(args.dstUri);
+    leaves(
+      `${dst.uri} keeps the objects copied so far, each complete (in-flight uploads were aborted); run the same command again to copy the rest`,
+    );
     const report = await summarizeTransfer(
-      copyPrefixIter(src, dst),
+      copyPrefixIter(src, dst, { signal }),
       createProgress(io, "copy", { quiet: args.quiet, unit: "items" }),
     );
     return {

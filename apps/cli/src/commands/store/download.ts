@@ -32,11 +32,15 @@ export const downloadCommand: CkptCommand<DownloadArgs> = {
           "pull a checkpoint to shared storage",
         ),
     ),
-  async run(args, io) {
+  abortCode: "STORE_ABORTED",
+  async run(args, io, { signal, leaves }) {
     const { downloadPrefixIter, openStore } = await import("@ckpt/object-store");
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.uri, credentials === undefined ? {} : { credentials });
-    const events = downloadPrefixIter(store, "", args.localDir);
+    leaves(
+      `${args.localDir} keeps the files downloaded so far, each complete (the partial one was removed); run the same command again to download the rest`,
+    );
+    const events = downloadPrefixIter(store, "", args.localDir, { signal });
     const report = await summarizeTransfer(
       events,
       createProgress(io, "download", { quiet: args.quiet, unit: "items" }),
