@@ -104,4 +104,6 @@ export {
   rawClient,
   createTestBucket,
   putRawObject,
+  openUploadKeys,
+  startIncompleteUpload,
 } from "./s3-env.js";
