@@ -19,7 +19,7 @@ const NO_UPLOAD_LISTING =
   "gs:// has no incomplete uploads ckpt can list: a GCS resumable session cannot be listed and expires by itself after a week";
 
 /** One row per item, then what was (or would be) freed. */
-export function renderGc(outcomes: readonly GcOutcome[], dryRun: boolean, note: string | undefined): string {
+function renderGc(outcomes: readonly GcOutcome[], dryRun: boolean, note: string | undefined): string {
   const rows = outcomes.map((o) => [
     o.kind,
     o.action,
