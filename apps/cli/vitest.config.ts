@@ -1,3 +1,3 @@
 import { packageTests } from "../../tools/build/vitest.shared.ts";
 
-export default packageTests(import.meta.dirname);
+export default packageTests(import.meta.dirname, { realS3: true });

@@ -47,6 +47,28 @@ describe("ckpt artifact verify", () => {
     });
   });
 
+  it("mentions what ckpt left beside the archive (one line, and leftovers in JSON) and points to ckpt gc", async () => {
+    const archive = join(dir, "archive", "checkpoint_artifacts", "iter_000000300");
+    const store = await openStore(`file://${archive}`);
+    const fixture = await publishFixture(store);
+    const iterDir = join(dir, "iter_000000300");
+    await mkdir(iterDir);
+    await writeFile(join(iterDir, ".uploaded"), fixture.receipt(store.identity));
+    const clean = captureIo();
+    expect(await runCli(["artifact", "verify", "--artifact-dir", iterDir, "--json"], clean.io)).toBe(0);
+    expect(JSON.parse(clean.out()).leftovers).toEqual({ count: 0, bytes: 0, gc: `ckpt gc ${archive}` });
+    // What a publish interrupted mid-write leaves: a file store temporary.
+    await writeFile(join(archive, ".ckpt-tmp.0123456789abcdef"), Buffer.alloc(3000));
+    const c = captureIo();
+    expect(await runCli(["artifact", "verify", "--artifact-dir", iterDir, "--json"], c.io)).toBe(0);
+    expect(JSON.parse(c.out()).leftovers).toEqual({ count: 1, bytes: 3000, gc: `ckpt gc ${archive}` });
+    const human = captureIo();
+    expect(await runCli(["artifact", "verify", "--artifact-dir", iterDir], human.io)).toBe(0);
+    expect(human.out().trimEnd().split("\n").at(-1)).toBe(
+      `leftovers: 1 item (2.9 KiB) ckpt left beside the archive; \`ckpt gc ${archive}\` lists them, --apply removes them`,
+    );
+  });
+
   it("exits 1 and names the object when one is missing; --json carries the problems", async () => {
     const { store, iterDir } = await published("cli-verify-missing");
     await store.delete("model.pt");

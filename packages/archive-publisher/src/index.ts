@@ -36,6 +36,7 @@ export {
 export {
   type PublishEvent,
   type PublishOptions,
+  type PublishDryRun,
   type PublishReport,
   type PublishStatus,
   publishArtifact,

@@ -52,7 +52,22 @@ export interface PublishOptions {
    * at this prefix once they are this old (default one hour; a live probe lasts seconds).
    */
   abandonedProbeAgeMs?: number;
+  /**
+   * Decide exactly as a real publish (hash, read the destination, plan, refuse) and stop there:
+   * nothing is uploaded, written or released; the report says what would be.
+   */
+  dryRun?: boolean;
   signal?: AbortSignal;
+}
+
+/** What a dry run found a real publish would do. */
+export interface PublishDryRun {
+  /** Payloads that would be uploaded (none when the archive is adopted or skipped). */
+  readonly would_upload: string[];
+  /** With `deleteLocal`: the local payload files that would be released, and why. */
+  readonly would_remove: { path: string; bytes: number; reason: string }[];
+  /** The local manifest would be completed with digests (or converted) first. */
+  readonly would_rewrite_manifest: boolean;
 }
 
 export type PublishStatus = "published" | "adopted" | "skipped";
@@ -79,6 +94,8 @@ export interface PublishReport {
   freed_bytes: number;
   /** The local manifest was rewritten (digests added or a legacy merge manifest converted). */
   manifest_rewritten: boolean;
+  /** Present only for a dry run: nothing above was done; this is what would be. */
+  dry_run?: PublishDryRun;
 }
 
 export type PublishEvent =
@@ -379,6 +396,13 @@ async function removeEmptyDirs(root: string, start: string): Promise<void> {
   }
 }
 
+/** The payloads `deleteLocal` releases: only what is still there (an earlier release is gone already). Pure. */
+function releasablePayloads(local: LocalArtifact): FileEntry[] {
+  return artifactPayloadFiles(local.manifest)
+    .filter((f) => !local.absent.includes(f.path))
+    .map((f) => local.files.find((e) => e.path === f.path)!);
+}
+
 async function releasePayloads(
   store: ObjectStore,
   local: LocalArtifact,
@@ -386,10 +410,7 @@ async function releasePayloads(
   run: Run,
 ): Promise<{ removed: string[]; freed: number }> {
   const { signal } = run;
-  // Only what is still there: a payload released by an earlier publish is already gone.
-  const payloads = artifactPayloadFiles(local.manifest)
-    .filter((f) => !local.absent.includes(f.path))
-    .map((f) => local.files.find((e) => e.path === f.path)!);
+  const payloads = releasablePayloads(local);
   const rehashed = await hashLocal(
     { files: payloads.map((f) => join(local.dir, f.path)), dirs: [] },
     emit,
@@ -461,6 +482,37 @@ async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<s
   return path;
 }
 
+/** The report of a dry run: what the plan would upload and `deleteLocal` would release. Pure. */
+function dryRunReport(
+  local: LocalArtifact,
+  plan: Exclude<PublishPlan, { action: "refuse" }>,
+  store: ObjectStore,
+  deleteLocal: boolean,
+): PublishReport {
+  const release = deleteLocal ? releasablePayloads(local) : [];
+  return {
+    status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",
+    destination: { ...store.identity },
+    uri: store.uri,
+    iteration: local.iteration,
+    inventory: local.files,
+    uploaded: [],
+    released_earlier: local.absent,
+    removed: [],
+    freed_bytes: 0,
+    manifest_rewritten: false,
+    dry_run: {
+      would_upload: plan.action === "publish" ? plan.upload.map((f) => f.path) : [],
+      would_remove: release.map((f) => ({
+        path: f.path,
+        bytes: f.size,
+        reason: `--delete-local: a payload of the archive at ${store.uri}, released once the archive verifies and its bytes still match`,
+      })),
+      would_rewrite_manifest: local.manifestRewrite,
+    },
+  };
+}
+
 async function runPublish(
   artifactDir: string,
   store: ObjectStore,
@@ -491,6 +543,7 @@ async function runPublish(
       { kind: plan.code === "PUBLISH_RELEASED_REMOTE_INVALID" ? "failed" : "refused", subject: plan.subject },
     );
   }
+  if (options.dryRun) return dryRunReport(local, plan, store, options.deleteLocal === true);
   // Everything this publish will write has a known size: a full disk is refused before any of it.
   await refuseShortfall(
     `publish ${local.dir}`,

@@ -27,10 +27,12 @@ export {
   type PlannedDownload,
   PART_SUFFIX,
   filesToHash,
+  ownedStagePaths,
   planFetch,
   sameSource,
   stagedDirName,
 } from "./fetch/plan.js";
+export { removeOwnedStageFiles } from "./fetch/stage.js";
 export {
   type RemoteArtifact,
   type RemoteRecords,

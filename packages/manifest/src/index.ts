@@ -116,7 +116,19 @@ export {
 } from "./hash/engine.js";
 
 // --- an exclusive lock directory that names its holder (src/fs/holder-lock)
-export { type HeldLock, describeLockHolder, lockDirectory } from "./fs/holder-lock.js";
+export {
+  type HeldLock,
+  type LockHolder,
+  type LockHolderState,
+  describeLockHolder,
+  holdsOnlyLockRecord,
+  isProcessAlive,
+  judgeLockHolder,
+  LOCK_HOLDER_FILE,
+  lockDirectory,
+  readLockHolder,
+  removeLockOfDeadHolder,
+} from "./fs/holder-lock.js";
 
 // --- a directory built beside its final path and swapped in whole (src/fs/staged-directory)
 export {

@@ -44,6 +44,8 @@ export {
   type MergeEvent,
   type MergeReport,
   type MergeRunOptions,
+  dryRunMerge,
+  type MergeDryRun,
   mergeExperts,
   mergeExpertsIter,
 } from "./merge.js";

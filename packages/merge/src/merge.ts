@@ -1,4 +1,4 @@
-import { mkdir, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST,
@@ -524,6 +524,47 @@ export function mergeExpertsIter(
   run: MergeRunOptions = {},
 ): LongOperation<MergeEvent, MergeReport> {
   return withEvents((emit, signal) => execute(options, { ...run, signal }, emit), run.signal);
+}
+
+/** What a merge would do to its output, decided as {@link mergeExperts} decides; nothing written. */
+export interface MergeDryRun {
+  readonly dry_run: true;
+  readonly action: "build" | "skip";
+  readonly reason: string;
+  readonly out: string;
+  readonly artifactDir: string;
+  /** Entries of the existing output a build would replace (the output directory is swapped whole). */
+  readonly would_replace: readonly string[];
+}
+
+/**
+ * Decides a merge exactly as {@link mergeExperts} would (the inputs opened and planned, the output
+ * judged, a refusal thrown) and stops: nothing is locked, recovered, built or replaced.
+ */
+export async function dryRunMerge(options: MergeOptions, run: MergeRunOptions = {}): Promise<MergeDryRun> {
+  const request = resolveMergeRequest(options, run.cwd ?? process.cwd());
+  const ctx: Context = { request, run, emit: () => {}, lock: undefined };
+  const { experts, base } = await openInputs(request);
+  try {
+    planMerge(
+      request.mode,
+      experts.map((e) => e.listing),
+      base?.listing,
+    );
+    const decision = await decide(ctx, experts, base);
+    const existing = decision.action === "build" ? await readdir(request.iterDir).catch(() => []) : [];
+    return {
+      dry_run: true,
+      action: decision.action,
+      reason: decision.reason,
+      out: request.out,
+      artifactDir: request.iterDir,
+      would_replace: existing.sort(),
+    };
+  } finally {
+    for (const input of [...experts, ...(base === undefined ? [] : [base])])
+      await input.close().catch(() => {});
+  }
 }
 
 /**

@@ -8,6 +8,7 @@ export type {
   GetOptions,
   ListOptions,
   CreateResult,
+  IncompleteUpload,
   ObjectStore,
   StoreCredentials,
   StoreRetryOptions,
@@ -39,6 +40,7 @@ export {
 } from "./memory/store.js";
 export type { MemoryFault, FaultTarget, StoreOperation } from "./memory/faults.js";
 export { createFileStore, type FileStoreOptions } from "./file/store.js";
+export { isFileStoreTemporary, TEMP_PREFIX as FILE_STORE_TEMP_PREFIX } from "./file/layout.js";
 export { openStore, type OpenStoreOptions } from "./open.js";
 export {
   qualify,

@@ -83,6 +83,15 @@ export type CreateResult =
   | { readonly status: "created"; readonly info: ObjectInfo }
   | { readonly status: "exists"; readonly info: ObjectInfo };
 
+/** An upload started and neither completed nor aborted (an S3 multipart upload), below the store prefix. */
+export interface IncompleteUpload {
+  readonly key: string;
+  readonly uploadId: string;
+  /** Bytes its uploaded parts hold. */
+  readonly bytes: number;
+  readonly initiated?: Date;
+}
+
 /**
  * The one storage interface every ckpt layer uses. Keys are relative POSIX paths below the store's
  * prefix. Implementations: memory (tests, fault injection), file://, s3://, gs://.
@@ -100,6 +109,12 @@ export interface ObjectStore {
   list(prefix: string, options?: ListOptions): AsyncIterable<ObjectInfo>;
   /** Deleting a missing key is not an error. */
   delete(key: string, options?: CallOptions): Promise<void>;
+  /**
+   * Incomplete uploads below the store prefix; absent where the backend has none to list (file://
+   * writes through local temporaries, and GCS resumable sessions cannot be listed: they expire).
+   */
+  listIncompleteUploads?(options?: CallOptions): AsyncIterable<IncompleteUpload>;
+  abortIncompleteUpload?(upload: IncompleteUpload, options?: CallOptions): Promise<void>;
 }
 
 /** The seeds' credentials file: `{aws_access_key_id, aws_secret_access_key, endpoint_url, region_name}`. */

@@ -105,4 +105,6 @@ export {
   createTestBucket,
   openMultipartUploads,
   putRawObject,
+  openUploadKeys,
+  startIncompleteUpload,
 } from "./s3-env.js";

@@ -2,12 +2,14 @@ import { randomBytes } from "node:crypto";
 import {
   AbortMultipartUploadCommand,
   CreateBucketCommand,
+  CreateMultipartUploadCommand,
   DeleteBucketCommand,
   DeleteObjectCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
+  UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
 
@@ -141,6 +143,39 @@ export async function putRawObject(
   const client = rawClient(env);
   try {
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, Metadata: metadata }));
+  } finally {
+    client.destroy();
+  }
+}
+
+/**
+ * Starts a multipart upload of `key` and sends one part, never completing nor aborting it: what a
+ * killed uploader leaves. Returns its upload id.
+ */
+export async function startIncompleteUpload(
+  env: S3TestEnv,
+  bucket: string,
+  key: string,
+  part: Uint8Array,
+): Promise<string> {
+  const client = rawClient(env);
+  try {
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+    await client.send(
+      new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, Body: part }),
+    );
+    return UploadId!;
+  } finally {
+    client.destroy();
+  }
+}
+
+/** The keys of the multipart uploads still open in `bucket` (listed behind every store's back), sorted. */
+export async function openUploadKeys(env: S3TestEnv, bucket: string): Promise<string[]> {
+  const client = rawClient(env);
+  try {
+    const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+    return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key])).sort();
   } finally {
     client.destroy();
   }

@@ -4,6 +4,7 @@ import { doctorGroup } from "./doctor.js";
 import { estimateCommand } from "./estimate.js";
 import { evidenceCommand } from "./evidence.js";
 import { fingerprintCommand } from "./fingerprint.js";
+import { gcCommand } from "./gc.js";
 import { inspectCommand } from "./inspect.js";
 import { materializeHfCommand } from "./materialize-hf.js";
 import { mergeCommand } from "./merge.js";
@@ -28,4 +29,5 @@ export const commands: readonly CommandEntry[] = [
   evidenceCommand,
   runGroup,
   resumableCommand,
+  gcCommand,
 ];

@@ -13,6 +13,7 @@ interface MergeArgs {
   iteration?: number;
   diag?: string;
   force: boolean;
+  "dry-run": boolean;
   "lock-wait-seconds"?: string;
   quiet: boolean;
 }
@@ -76,6 +77,11 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
         default: false,
         describe: "Replace a completed merge of another request or tool version (or rebuild this one)",
       })
+      .option("dry-run", {
+        type: "boolean",
+        default: false,
+        describe: "Decide as a real merge would (skip, build, or what --force replaces) and write nothing",
+      })
       .option("lock-wait-seconds", lockWaitOption("merge"))
       .example(
         "ckpt merge --mode avg --experts a/model.pt,b/model.pt,c/model.pt --out run/20260901120000/checkpoint_artifacts/iter_000000300/model.pt",
@@ -88,25 +94,36 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
   abortCode: "MERGE_ABORTED",
   async run(args, io, { signal, leaves }) {
     const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
-    const { mergeExpertsIter } = await import("@ckpt/merge");
+    const { dryRunMerge, mergeExpertsIter } = await import("@ckpt/merge");
+    const request = {
+      mode: args.mode,
+      experts: splitExperts(args.experts),
+      base: args.base,
+      lam: args.lam,
+      out: args.out,
+      iteration: args.iteration,
+      diag: args.diag,
+      force: args.force,
+    };
+    if (args["dry-run"]) {
+      const would = await dryRunMerge(request);
+      const replacing =
+        would.would_replace.length === 0 ? "" : `, replacing ${would.would_replace.join(", ")}`;
+      return {
+        exitCode: 0,
+        report: { ok: true, ...would },
+        human: `dry run: nothing was written; would ${would.action} ${would.out} (${would.reason})${replacing}`,
+      };
+    }
     const progress = createProgress(io, "merge", { quiet: args.quiet });
     leaves(
       `${args.out} was not changed (this run's partial output was removed); run the same command again to merge`,
     );
     const report = await drainWithProgress(
-      mergeExpertsIter(
-        {
-          mode: args.mode,
-          experts: splitExperts(args.experts),
-          base: args.base,
-          lam: args.lam,
-          out: args.out,
-          iteration: args.iteration,
-          diag: args.diag,
-          force: args.force,
-        },
-        { signal, ...(lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 }) },
-      ),
+      mergeExpertsIter(request, {
+        signal,
+        ...(lockWaitSeconds === undefined ? {} : { lockWaitMs: lockWaitSeconds * 1000 }),
+      }),
       [progress],
       (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.tensor);

@@ -18,7 +18,7 @@ import {
 } from "./plan.js";
 import { legacyHeadPaths, type RemoteArtifact, readRemoteRecords, resolveRemoteArtifact } from "./remote.js";
 import { fetchSpaceNeeded, refuseShortfall, writing } from "./space.js";
-import { removeOwned, scanLocal } from "./stage.js";
+import { removeOwnedStageFiles, scanLocal } from "./stage.js";
 import type { FetchEvent, FetchedFile, FetchOptions, FetchReport } from "./types.js";
 
 // Fetch orchestration: read the remote records, plan against the staging directory, then write
@@ -147,7 +147,7 @@ async function runFetch(
     await writing(uri, stagedDir, needed, () => mkdir(stagedDir, { recursive: true }));
     // An existing record stops claiming completeness before any of its files is touched.
     if (scanned.record?.complete) await writeRecord({ ...scanned.record, complete: false });
-    await removeOwned(stagedDir, plan.remove);
+    await removeOwnedStageFiles(stagedDir, plan.remove);
     await writeRecord(plan.record);
     // Downloads run in parallel, each reporting through `emit`; an abort (the caller's, or the
     // caller leaving the loop) stops those still in flight.

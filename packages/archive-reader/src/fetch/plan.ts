@@ -75,6 +75,19 @@ function foreign(stagedDir: string, detail: string): ArchiveReaderError {
 }
 
 /**
+ * What a staging record proves ckpt wrote below its directory, and so the only paths a fetch (or
+ * `ckpt gc`) may remove there: every file it names and that file's `.part`. Pure.
+ */
+export function ownedStagePaths(record: StagedRecord | undefined): Set<string> {
+  const owned = new Set<string>();
+  for (const f of record?.files ?? []) {
+    owned.add(f.path);
+    owned.add(`${f.path}${PART_SUFFIX}`);
+  }
+  return owned;
+}
+
+/**
  * The owned files whose digest decides whether they can be kept: same source, listed in the
  * record, a regular file of the expected size. The executor hashes exactly these. Pure.
  */
@@ -119,11 +132,7 @@ export function planFetch(target: FetchTarget, local: LocalStageState): FetchPla
       );
     }
   }
-  const owned = new Set<string>();
-  for (const f of record?.files ?? []) {
-    owned.add(f.path);
-    owned.add(`${f.path}${PART_SUFFIX}`);
-  }
+  const owned = ownedStagePaths(record);
   const replacing = record !== undefined && !sameSource(record.source, target.source);
   const remove = replacing ? [...owned].filter((p) => entries.has(p)).sort() : [];
   const remaining = new Map([...entries].filter(([p]) => !remove.includes(p)));

@@ -103,7 +103,7 @@ export async function insideStage(stagedDir: string, rel: string): Promise<strin
 }
 
 /** Removes `paths` (below the staging directory, named by our record) and syncs the directory. */
-export async function removeOwned(stagedDir: string, paths: readonly string[]): Promise<void> {
+export async function removeOwnedStageFiles(stagedDir: string, paths: readonly string[]): Promise<void> {
   for (const path of paths) await rm(await insideStage(stagedDir, path), { force: true });
   if (paths.length > 0) await fsyncDirectory(stagedDir);
 }

@@ -47,7 +47,8 @@ export type LockOutcome =
   | { readonly status: "aborted" }
   | { readonly status: "failed"; readonly error: unknown };
 
-function readLockHolder(lockDir: string): LockHolder | undefined {
+/** The holder record of a lock directory, or undefined when it names nobody (half made, or not a lock). */
+export function readLockHolder(lockDir: string): LockHolder | undefined {
   try {
     const value = JSON.parse(fs.readFileSync(join(lockDir, LOCK_HOLDER_FILE), "utf8")) as LockHolder;
     return typeof value.pid === "number" && typeof value.host === "string" ? value : undefined;
@@ -62,7 +63,8 @@ export function describeLockHolder(holder: LockHolder | undefined): string {
     : `pid ${holder.pid} on host ${holder.host}, holding it since ${holder.started_at}`;
 }
 
-function isAlive(pid: number): boolean {
+/** Whether `pid` runs on this host (EPERM: it does, under another user). */
+export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -76,7 +78,7 @@ function isAlive(pid: number): boolean {
  * but its holder record (or nothing, half made). A directory under a lock's name that holds other
  * files is someone else's and is never removed, however stale or dead its holder looks.
  */
-function holdsOnlyLockRecord(dir: string): boolean {
+export function holdsOnlyLockRecord(dir: string): boolean {
   try {
     return fs.readdirSync(dir).every((name) => name === LOCK_HOLDER_FILE);
   } catch {
@@ -91,6 +93,24 @@ function notALock(dir: string): NodeJS.ErrnoException {
     { code: "ENOTEMPTY", path: dir },
   );
 }
+
+/**
+ * Where a lock's holder stands, seen from this host: `dead` (it ran here and its process is gone:
+ * the only state in which anyone but the holder may remove the lock), `live`, `other-host` (its
+ * liveness cannot be known from here) or `unnamed` (no holder record yet). Pure given `alive`.
+ */
+export type LockHolderState = "dead" | "live" | "other-host" | "unnamed";
+
+export function judgeLockHolder(
+  holder: LockHolder | undefined,
+  here: { readonly host: string; readonly alive: (pid: number) => boolean },
+): LockHolderState {
+  if (holder === undefined) return "unnamed";
+  if (holder.host !== here.host) return "other-host";
+  return here.alive(holder.pid) ? "live" : "dead";
+}
+
+const THIS_HOST = { host: hostname(), alive: isProcessAlive };
 
 /** `<lock>.<pid>-<hex>` (being created) and `<lock>.dead-<pid>-<hex>` (being removed). */
 const temporaryName = (lockDir: string, dead: boolean) =>
@@ -137,8 +157,7 @@ function fsWithHolder(holder: LockHolder): typeof fs {
 /**
  * Removes lock directories a killed process of this host left half made or half removed beside
  * the lock, and the lock itself when its holder ran on this host and is gone (without waiting
- * for its mtime to go stale). The lock is moved aside first and checked again, so one a live
- * process took meanwhile is put back rather than removed.
+ * for its mtime to go stale).
  */
 function clearDeadLocks(lockDir: string): void {
   const escaped = basename(lockDir).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -156,30 +175,40 @@ function clearDeadLocks(lockDir: string): void {
     const holder = readLockHolder(path);
     if (
       (holder === undefined || holder.host === hostname()) &&
-      !isAlive(Number(match[1])) &&
+      !isProcessAlive(Number(match[1])) &&
       holdsOnlyLockRecord(path)
     )
       fs.rmSync(path, { recursive: true, force: true });
   }
+  removeLockOfDeadHolder(lockDir);
+}
+
+/**
+ * Removes `lockDir` when it is a lock (nothing but its holder record) whose holder ran on this
+ * host and is gone; returns whether it did. The lock is moved aside first and checked again, so
+ * one a live process took meanwhile is put back rather than removed.
+ */
+export function removeLockOfDeadHolder(lockDir: string): boolean {
   const holder = readLockHolder(lockDir);
-  if (holder === undefined || holder.host !== hostname() || isAlive(holder.pid)) return;
-  if (!holdsOnlyLockRecord(lockDir)) return;
+  if (judgeLockHolder(holder, THIS_HOST) !== "dead" || holder === undefined) return false;
+  if (!holdsOnlyLockRecord(lockDir)) return false;
   const aside = temporaryName(lockDir, true);
   try {
     fs.renameSync(lockDir, aside);
   } catch {
-    return;
+    return false;
   }
   const moved = readLockHolder(aside);
   if (moved?.pid === holder.pid && moved.started_at === holder.started_at) {
     fs.rmSync(aside, { recursive: true, force: true });
-    return;
+    return true;
   }
   try {
     fs.renameSync(aside, lockDir);
   } catch {
     // Another lock appeared meanwhile; the one moved aside is live and its holder removes it.
   }
+  return false;
 }
 
 /**

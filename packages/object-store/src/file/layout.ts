@@ -7,6 +7,21 @@ export const META_DIR = ".ckpt-meta";
 /** Temporaries (payloads and sidecars being written) start with this; keys may not use it. */
 export const TEMP_PREFIX = ".ckpt-tmp.";
 
+/** A fresh temporary's name: the prefix and 16 random hex digits. */
+export function temporaryName(random: string): string {
+  return `${TEMP_PREFIX}${random}`;
+}
+
+const TEMPORARY_NAME = /^\.ckpt-tmp\.[0-9a-f]{16}$/;
+
+/**
+ * Whether `name` is exactly what a file store names its temporaries ({@link temporaryName} of 8
+ * random bytes): the proof `ckpt gc` needs before removing one. A look-alike is not ours. Pure.
+ */
+export function isFileStoreTemporary(name: string): boolean {
+  return TEMPORARY_NAME.test(name);
+}
+
 /** The payload path of `key` (already validated) under `root`. Pure. */
 export function payloadPath(root: string, key: string): string {
   return join(root, ...key.split("/"));

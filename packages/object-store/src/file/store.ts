@@ -40,6 +40,7 @@ import {
   sidecarMetadata,
   sidecarPath,
   TEMP_PREFIX,
+  temporaryName,
 } from "./layout.js";
 
 export interface FileStoreOptions {
@@ -265,7 +266,7 @@ class FileStore implements ObjectStore {
       source = opened.stream;
       stopSource = () => opened.stream.destroy();
     }
-    const name = `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`;
+    const name = temporaryName(randomBytes(8).toString("hex"));
     let dir: HeldDirectory;
     let handle: FileHandle;
     try {
@@ -330,7 +331,7 @@ class FileStore implements ObjectStore {
       mtimeNs: String(temp.mtimeNs),
       metadata,
     };
-    const tempName = `${TEMP_PREFIX}${randomBytes(8).toString("hex")}`;
+    const tempName = temporaryName(randomBytes(8).toString("hex"));
     const { held: dir } = await this.inDirectory("write", key, dirname(path), async (held) => {
       const handle = await open(held.at(tempName), "wx", 0o644);
       try {

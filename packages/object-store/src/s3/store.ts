@@ -37,6 +37,7 @@ import type {
 } from "../types.js";
 import { type Ctx, objectHeaders, putInfo, type Upload } from "./context.js";
 import { multipartPut } from "./multipart.js";
+import { abortIncompleteUpload, listIncompleteUploads } from "./uploads.js";
 import { loadS3Sdk, resolveS3Endpoint, type S3Dialect, s3ClientConfig } from "./client.js";
 import { errorNameOf, httpStatusOf, isNotFound, isPreconditionFailed, toStoreError } from "./errors.js";
 import { gcsConditionalPut } from "./gcs-xml.js";
@@ -386,5 +387,7 @@ export function createS3Store(options: S3StoreOptions): ObjectStore {
     get: (key, opts) => get(ctx, key, opts),
     list: (listPrefix, opts) => list(ctx, listPrefix, opts),
     delete: (key, opts) => remove(ctx, key, opts),
+    listIncompleteUploads: (opts) => listIncompleteUploads(ctx, opts),
+    abortIncompleteUpload: (upload, opts) => abortIncompleteUpload(ctx, upload, opts),
   };
 }

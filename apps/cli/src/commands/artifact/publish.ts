@@ -1,5 +1,6 @@
 import { basename, join } from "node:path";
 import { artifactPrefixFor, classifyIterPath, parseIterDir, UPLOADED_MARKER } from "@ckpt/manifest";
+import type { PublishDryRun } from "@ckpt/archive-publisher";
 import type { DestinationIdentity } from "@ckpt/object-store";
 import { DestinationConflictError, UsageError } from "../../errors.js";
 import { createProgress, drainWithProgress } from "../../progress.js";
@@ -13,6 +14,7 @@ interface PublishArgs {
   bucket?: string;
   credentials?: string;
   "delete-local": boolean;
+  "dry-run": boolean;
   "upload-concurrency"?: number;
   force: boolean;
 }
@@ -88,6 +90,17 @@ export function artifactDestinationUri(bucket: string, uploadPrefix: string, ite
   return `${root.endsWith("/") ? root.slice(0, -1) : root}/${prefix}`;
 }
 
+/** What a dry run would upload and release, one line each, then that nothing was done. */
+function renderPublishDryRun(dir: string, uri: string, would: PublishDryRun): string {
+  const lines = [
+    `dry run: nothing was uploaded, written or released; ${dir} -> ${uri} would upload ${would.would_upload.length} files${would.would_upload.length === 0 ? " (the archive is already there)" : `: ${would.would_upload.join(", ")}`}`,
+  ];
+  if (would.would_rewrite_manifest) lines.push("the local manifest would be completed with digests first");
+  for (const r of would.would_remove)
+    lines.push(`would release ${r.path} (${formatBytes(r.bytes)}): ${r.reason}`);
+  return lines.join("\n");
+}
+
 export const publishCommand: CkptCommand<PublishArgs> = {
   command: "publish",
   describe: "Archive a committed artifact: declaration first, verified payloads, manifest last, receipt",
@@ -113,6 +126,12 @@ export const publishCommand: CkptCommand<PublishArgs> = {
           type: "boolean",
           default: false,
           describe: "After verification, release the local payloads (the manifest and receipt stay)",
+        })
+        .option("dry-run", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Decide exactly as a real publish (hash, read the destination, plan) but upload, write and release nothing; the report says what would be uploaded and, with --delete-local, released",
         })
         .option("upload-concurrency", {
           type: "number",
@@ -198,6 +217,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
       publishArtifactIter(dir, store, {
         deleteLocal: args["delete-local"],
         signal,
+        dryRun: args["dry-run"],
         ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
       }),
       [hashing, uploading],
@@ -212,6 +232,14 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         leaves(publishLeaves(uri, progress));
       },
     );
+    if (report.dry_run !== undefined) {
+      const { dry_run: would, ...rest } = report;
+      return {
+        exitCode: 0,
+        report: { ok: true, ...rest, dry_run: true, ...would },
+        human: renderPublishDryRun(dir, report.uri, would),
+      };
+    }
     const total = report.inventory.reduce((sum, f) => sum + f.size, 0);
     const lines = [
       `${report.status} ${dir} -> ${report.uri}: ${report.inventory.length} files, ${formatBytes(total)}` +

@@ -1,5 +1,7 @@
+import { join } from "node:path";
 import type { VerifyReport } from "@ckpt/archive-reader";
-import { table } from "../../render.js";
+import type { Leftovers } from "../../gc/leftovers.js";
+import { formatBytes, table } from "../../render.js";
 import { resolveStoreDefaults, withCredentialsOption } from "../../store-options.js";
 import type { CkptCommand } from "../registry.js";
 
@@ -8,12 +10,21 @@ interface VerifyArgs {
   credentials?: string;
 }
 
-/** One line for a sound archive; otherwise a table naming every object that failed. */
-function renderVerify(report: VerifyReport, uri: string): string {
+/** The line naming what ckpt left beside the archive, if anything. */
+function leftoverLine(leftovers: Leftovers): string {
+  return leftovers.count === 0
+    ? ""
+    : `\nleftovers: ${leftovers.count} item${leftovers.count === 1 ? "" : "s"} (${formatBytes(leftovers.bytes)}) ckpt left beside the archive; \`${leftovers.gc}\` lists them, --apply removes them`;
+}
+
+/** One line for a sound archive; otherwise a table naming every object that failed. Then any leftovers. */
+function renderVerify(report: VerifyReport, uri: string, leftovers: Leftovers): string {
   const count = report.objects.length === 1 ? "1 object" : `${report.objects.length} objects`;
-  if (report.ok) return `verified ${count} at ${uri}: every recorded object is live with its size and sha256`;
+  if (report.ok) {
+    return `verified ${count} at ${uri}: every recorded object is live with its size and sha256${leftoverLine(leftovers)}`;
+  }
   const rows = report.problems.map((p) => [p.path, p.status, p.message.slice(p.path.length + 2)]);
-  return `verification FAILED at ${uri}: ${report.problems.length} of ${count} not as recorded\n\n${table(["object", "status", "detail"], rows)}`;
+  return `verification FAILED at ${uri}: ${report.problems.length} of ${count} not as recorded\n\n${table(["object", "status", "detail"], rows)}${leftoverLine(leftovers)}`;
 }
 
 export const verifyCommand: CkptCommand<VerifyArgs> = {
@@ -39,10 +50,12 @@ export const verifyCommand: CkptCommand<VerifyArgs> = {
         ),
     ),
   async run(args, io) {
-    const [{ readReceipt, verifyReceipt }, { formatStoreUri, openStore }] = await Promise.all([
-      import("@ckpt/archive-reader"),
-      import("@ckpt/object-store"),
-    ]);
+    const [{ readReceipt, verifyReceipt }, { formatStoreUri, openStore }, { leftoversOf }] =
+      await Promise.all([
+        import("@ckpt/archive-reader"),
+        import("@ckpt/object-store"),
+        import("../../gc/leftovers.js"),
+      ]);
     const { marker } = await readReceipt(args.artifactDir);
     const { scheme, bucket, prefix } = marker.destination;
     // The destination is recomputed from the receipt and the supplied credentials' endpoint;
@@ -51,6 +64,11 @@ export const verifyCommand: CkptCommand<VerifyArgs> = {
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(uri, credentials === undefined ? {} : { credentials });
     const report = await verifyReceipt(args.artifactDir, store);
-    return { exitCode: report.ok ? 0 : 1, report: { ...report, uri }, human: renderVerify(report, uri) };
+    const leftovers = await leftoversOf(store, scheme === "file" ? join(bucket, prefix) : undefined);
+    return {
+      exitCode: report.ok ? 0 : 1,
+      report: { ...report, uri, leftovers },
+      human: renderVerify(report, uri, leftovers),
+    };
   },
 };
