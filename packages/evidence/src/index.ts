@@ -28,3 +28,20 @@ export {
 
 // --- building it (read-only, bounded, never throws for what it finds)
 export { type BuildEvidenceOptions, buildEvidence, problem, problemFromError } from "./build.js";
+
+// --- does a checkpoint load, and did the job come back where it should? (ckpt drill, ckpt resumed)
+export {
+  DRILL_SCHEMA,
+  type DrillComponent,
+  type DrillLoad,
+  type DrillOptions,
+  type DrillReport,
+  drillCheckpoint,
+} from "./drill.js";
+export {
+  checkResumed,
+  RESUMED_SCHEMA,
+  type ResumedOptions,
+  type ResumedReport,
+  resumedVerdict,
+} from "./resumed.js";

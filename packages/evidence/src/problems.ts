@@ -38,6 +38,9 @@ export const PROBLEM_CODES = [
   "INVALID_REQUEST",
   "NO_SPACE",
   "OPERATION_FAILED",
+  "DRILL_CHANGED_CHECKPOINT",
+  "RESUMED_BEHIND",
+  "RESUMED_AHEAD",
   "TREE_TOO_LARGE",
   "TIMED_OUT",
   "ABORTED",
@@ -175,6 +178,26 @@ export const PROBLEMS: Readonly<Record<ProblemCode, ProblemDefinition>> = {
     severity: "error",
     meaning: "A write, commit, upload or conversion was attempted and failed.",
     remedy: "Read the cause; retry once the volume or store is healthy.",
+  },
+  DRILL_CHANGED_CHECKPOINT: {
+    severity: "error",
+    meaning:
+      "Loading the checkpoint changed its bytes: its fingerprint differs before and after `ckpt drill`.",
+    remedy:
+      "Find what writes into it (a loader saving back, a live run, another process); restore it from its archive before trusting it.",
+  },
+  RESUMED_BEHIND: {
+    severity: "error",
+    meaning:
+      "The job came back at an earlier step than the newest complete checkpoint it had when it started (step 0: it started over).",
+    remedy:
+      "Check the job's resume setting and that it saw the attempt directory (RUN_TS, mounts); `ckpt resumable` on the expected checkpoint says whether it could have.",
+  },
+  RESUMED_AHEAD: {
+    severity: "error",
+    meaning: "The job says it resumed at a step no complete checkpoint of the attempt held when it started.",
+    remedy:
+      "Check which checkpoint the job loaded (another attempt, a copied directory); its report and the attempt disagree.",
   },
   TREE_TOO_LARGE: {
     severity: "warning",
