@@ -28,6 +28,7 @@ export const ALLOWED_EDGES = {
     "retention",
     "verify",
   ],
+  evidence: ["errors", "manifest", "diagnostics", "verify", "trainer-checkpoint-manager"],
 };
 
 /** Private helpers every package may use in tests only (devDependencies). */

@@ -49,7 +49,10 @@ async function verdicts(attemptDir: string): Promise<Record<string, Verdict>> {
     (c) => c.latest,
   );
   const evidence = await ckpt(["evidence", attemptDir]);
-  const newest = evidence.report.newestCheckpoint as { problems: string[]; unreadable?: string[] };
+  const [attempt] = evidence.report.attempts as Array<{
+    checkpoints: Array<{ retention: { latest: boolean }; resume: { findings: string[] } }>;
+  }>;
+  const newest = attempt!.checkpoints.find((c) => c.retention.latest)!;
   return {
     verify: {
       ok: verify.code === 0,
@@ -59,7 +62,7 @@ async function verdicts(attemptDir: string): Promise<Record<string, Verdict>> {
     "run status": { ok: status.code === 0, first: head(latest?.problems[0]) },
     evidence: {
       ok: evidence.code === 0,
-      first: head([...newest.problems, ...(newest.unreadable ?? [])][0]),
+      first: head(newest.resume.findings[0]),
     },
   };
 }

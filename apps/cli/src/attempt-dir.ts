@@ -1,6 +1,6 @@
-import { stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { basename, dirname } from "node:path";
-import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, classifyIterPath } from "@ckpt/manifest";
+import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, classifyIterPath, isRunTs } from "@ckpt/manifest";
 import { UsageError } from "./errors.js";
 
 const ATTEMPT_SHAPE = "<output_root>/<project>/<group>/<name>/<RUN_TS>";
@@ -48,4 +48,11 @@ export async function requireAttemptDir(dir: string): Promise<void> {
     ).some(Boolean);
   const refusal = attemptDirRefusal(dir, { isDirectory: directory, holdsRoots });
   if (refusal !== undefined) throw new UsageError(refusal);
+}
+
+/** Refuses (exit 2) anything but a run directory (one holding RUN_TS attempts) or a run attempt directory. */
+export async function requireRunOrAttemptDir(dir: string): Promise<void> {
+  const names = await readdir(dir).catch(() => [] as string[]);
+  if (names.some((name) => isRunTs(name))) return;
+  await requireAttemptDir(dir);
 }

@@ -10,24 +10,9 @@ import { describe, expect, it } from "vitest";
 import { train } from "../src/demo/train.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
+import { type Evidence, evidenceSchema } from "@ckpt/evidence";
 
-interface Bundle {
-  ok: boolean;
-  schema: string;
-  status: string;
-  resume: { kind: string; iteration?: number; code?: string };
-  latest: { state: string; iteration?: number };
-  newestCheckpoint: { iteration: number; problems: string[] } | null;
-  newestCheckpointFiles: { path: string; size: number; component: string }[] | null;
-  checkpoints: { iteration: number; hasOptimizer: boolean; isLatest?: boolean }[];
-  artifacts: {
-    iteration: number;
-    logicalComponents: string[];
-    payloads: { path: string; local: boolean }[];
-    receipt: { destination: { scheme: string } } | null;
-  }[];
-  problems: { code: string; subject: string; message: string }[];
-}
+type Bundle = Evidence & { ok: boolean };
 
 async function attempt(): Promise<{ root: string; attemptDir: string; artifactDir: string }> {
   const root = await testdir("ckpt-evidence-");
@@ -48,43 +33,77 @@ async function attempt(): Promise<{ root: string; attemptDir: string; artifactDi
   return { root, attemptDir: result.attemptDir, artifactDir: artifact.dir };
 }
 
-async function evidence(dir: string): Promise<{ code: number; bundle: Bundle; human: string }> {
+async function evidence(
+  dir: string,
+  ...flags: string[]
+): Promise<{ code: number; bundle: Bundle; human: string }> {
   const json = captureIo();
-  const code = await runCli(["evidence", dir, "--json"], json.io);
+  const code = await runCli(["evidence", dir, "--json", ...flags], json.io);
   const human = captureIo();
-  await runCli(["evidence", dir], human.io);
-  return { code, bundle: JSON.parse(json.out()) as Bundle, human: human.out() };
+  await runCli(["evidence", dir, ...flags], human.io);
+  const bundle = JSON.parse(json.out()) as Bundle;
+  const { ok: _ok, ...rest } = bundle;
+  expect(evidenceSchema.parse(rest)).toEqual(rest);
+  return { code, bundle, human: human.out() };
 }
 
 describe("ckpt evidence", () => {
-  it("bundles resume decision, checkpoints as retention sees them and the artifact not yet archived", async () => {
+  it("bundles the attempt, its resume decision, checkpoints with retention state and the artifact not yet archived", async () => {
     const { attemptDir } = await attempt();
-    const { code, bundle, human } = await evidence(attemptDir);
+    const { code, bundle, human } = await evidence(attemptDir, "--verify", "newest");
     expect(code).toBe(0);
-    expect(bundle).toMatchObject({ ok: true, schema: "ckpt.evidence.v1", status: "resumable", problems: [] });
-    expect(bundle.resume).toMatchObject({ kind: "checkpoint", iteration: 30 });
-    expect(bundle.latest).toMatchObject({ state: "present", iteration: 30 });
-    expect(bundle.newestCheckpoint).toMatchObject({ iteration: 30, problems: [] });
-    expect(bundle.newestCheckpointFiles?.map((f) => [f.component, f.path])).toEqual([
-      ["model", "model.pt"],
-      ["optim", "optim.pt"],
-      ["trainer", "trainer.pt"],
+    expect(bundle).toMatchObject({
+      ok: true,
+      schema: "ckpt.evidence.v2",
+      status: "resumable",
+      complete: true,
+    });
+    // The one problem is a warning: the artifact's only copy is local.
+    expect(bundle.problems.map((p) => [p.code, p.severity])).toEqual([["NOT_ARCHIVED", "warning"]]);
+    const [only] = bundle.attempts;
+    expect(only).toMatchObject({
+      minted: "first",
+      windows: null,
+      pointer: { state: "present", iteration: 30 },
+      resume: { decision: "checkpoint", iteration: 30 },
+    });
+    const [newest, ...older] = only!.checkpoints;
+    expect(newest).toMatchObject({
+      iteration: 30,
+      resume: { resumable: true },
+      retention: { latest: true, hasOptimizer: true, pastPointer: false },
+      lastVerify: { ok: true, problems: [] },
+    });
+    expect(newest!.components.map((c) => [c.name, c.present])).toEqual([
+      ["model", true],
+      ["optim", true],
+      ["trainer", true],
     ]);
-    for (const f of bundle.newestCheckpointFiles ?? []) expect(f.size).toBeGreaterThan(0);
-    expect(bundle.checkpoints.map((c) => [c.iteration, c.hasOptimizer, c.isLatest === true])).toEqual([
-      [10, false, false],
-      [20, false, false],
-      [30, true, true],
+    expect(newest!.files?.map((f) => f.path)).toEqual(["model.pt", "optim.pt", "trainer.pt"]);
+    for (const f of newest!.files ?? []) expect(f.size).toBeGreaterThan(0);
+    expect(newest!.bytes).toBe(newest!.components.reduce((s, c) => s + c.bytes, 0));
+    expect(
+      older.map((c) => [c.iteration, c.retention.hasOptimizer, c.resume.resumable, c.lastVerify]),
+    ).toEqual([
+      [20, false, null, null],
+      [10, false, null, null],
     ]);
-    expect(bundle.artifacts).toEqual([
+    expect(only!.artifacts).toEqual([
       expect.objectContaining({
         iteration: 15,
-        logicalComponents: ["model"],
+        components: ["model"],
         payloads: [expect.objectContaining({ path: "model.pt", local: true })],
-        receipt: null,
+        resume: expect.objectContaining({ resumable: false }),
+        archive: null,
+        lastVerify: expect.objectContaining({ ok: true }),
       }),
     ]);
+    expect(bundle.storage).toMatchObject({ probed: false });
     expect(human).toContain(`${attemptDir}: resumable`);
+    expect(human).toContain("NOT_ARCHIVED (warning)");
+    // The run directory gives the same attempt.
+    const run = await evidence(join(attemptDir, ".."));
+    expect(run.bundle.attempts.map((a) => a.dir)).toEqual([attemptDir]);
   }, 60_000);
 
   it("shows the archive receipt and the released payload after publish and prune-verified", async () => {
@@ -94,10 +113,13 @@ describe("ckpt evidence", () => {
     const pruned = await pruneVerified([artifactDir]);
     expect(pruned.errors).toEqual([]);
     const { bundle } = await evidence(attemptDir);
-    expect(bundle.artifacts[0]).toMatchObject({
+    expect(bundle.attempts[0]!.artifacts[0]).toMatchObject({
       payloads: [{ path: "model.pt", local: false }],
-      receipt: { destination: { scheme: "file" } },
+      retention: { local: "released" },
+      archive: { destination: expect.stringMatching(/^file:\/\//) },
     });
+    expect(bundle.attempts[0]!.artifacts[0]!.archive!.files.map((f) => f.path)).toContain("model.pt");
+    expect(bundle.problems).toEqual([]);
   }, 60_000);
 
   it("reports the manager's refusal and the probe's findings for a truncated newest checkpoint, exit 1", async () => {
@@ -106,16 +128,20 @@ describe("ckpt evidence", () => {
     const { code, bundle } = await evidence(attemptDir);
     expect(code).toBe(1);
     expect(bundle.status).toBe("refused");
-    expect(bundle.resume).toMatchObject({ kind: "refused", code: "MANAGER_RESUME_INCOMPLETE" });
-    // The refusal, then each problem verify finds (the truncated zip is unreadable and short).
-    const [refusal, ...found] = bundle.problems;
-    expect(refusal!.code).toBe("MANAGER_RESUME_INCOMPLETE");
-    expect(found.map((p) => p.code)).toEqual(["CHECKPOINT_INCOMPLETE", "CHECKPOINT_INCOMPLETE"]);
-    expect(found.map((p) => p.message.split(":")[0])).toEqual([
-      "FILE_UNREADABLE model.pt",
-      "VERIFY_SIZE_MISMATCH model.pt",
+    expect(bundle.attempts[0]!.resume).toMatchObject({
+      decision: "refused",
+      code: "MANAGER_RESUME_INCOMPLETE",
+    });
+    // The refusal, then each problem verify finds (the truncated zip is unreadable and short), each
+    // mapped onto the closed set with the library's code kept as the cause.
+    const [refusal, ...found] = bundle.problems.filter((p) => p.code !== "NOT_ARCHIVED");
+    expect(refusal).toMatchObject({ code: "RESUME_REFUSED", cause: "MANAGER_RESUME_INCOMPLETE" });
+    expect(found.map((p) => [p.code, p.cause])).toEqual([
+      ["UNREADABLE_TENSOR_FILE", "FILE_UNREADABLE"],
+      ["DAMAGED_CHECKPOINT", "VERIFY_SIZE_MISMATCH"],
     ]);
     expect(found[0]!.subject).toContain("iter_000000030");
+    expect(bundle.attempts[0]!.checkpoints[0]).toMatchObject({ iteration: 30, resume: { resumable: false } });
   }, 60_000);
 
   it("refuses a path that is not a directory (exit 2)", async () => {

@@ -225,6 +225,23 @@ export function readBackInChildProcess(path: string): Promise<{ size: number; sh
   });
 }
 
+/** A volume's tier as its filesystem type implies it, without writing anything (the probe's first half). */
+export interface VolumeClass {
+  readonly realDir: string;
+  readonly filesystem: ProbeFilesystem;
+  readonly tier: VolumeTier;
+  /** The filesystem type is one ckpt knows; an unknown one is `shared-unsafe`. */
+  readonly known: boolean;
+}
+
+/** Classifies the volume holding an existing directory by its filesystem type. Read-only. */
+export async function classifyVolume(dir: string): Promise<VolumeClass> {
+  const realDir = await realpath(dir);
+  const filesystem = await detectFilesystem(realDir);
+  const classified = classifyFilesystem(filesystem.type);
+  return { realDir, filesystem, tier: classified ?? "shared-unsafe", known: classified !== undefined };
+}
+
 /**
  * Probes a directory the way ckpt commits a file: writes a probe file under a temporary name,
  * fsyncs it, renames it, fsyncs the directory, then has a second process read it back and
@@ -244,10 +261,7 @@ export async function probeStorage(
       { kind: "input", subject: dir },
     );
   }
-  const realDir = await realpath(dir);
-  const filesystem = await detectFilesystem(realDir);
-  const classified = classifyFilesystem(filesystem.type);
-  const tier = classified ?? "shared-unsafe";
+  const { realDir, filesystem, tier, known } = await classifyVolume(dir);
 
   const token = `${process.pid}-${randomBytes(6).toString("hex")}`;
   const finalPath = join(dir, `.ckpt-storage-probe-${token}`);
@@ -310,7 +324,7 @@ export async function probeStorage(
     realDir,
     filesystem,
     tier,
-    known: classified !== undefined,
+    known,
     promise: VOLUME_TIER_PROMISES[tier],
     steps,
     probeOk: ran && steps.every((s) => s.ok),

@@ -49,6 +49,7 @@ export {
   type ProbedCheckpoint,
   type ResumeInputs,
   decideResume,
+  probeFindings,
 } from "./resume/decide.js";
 // read-only probes of an attempt on disk: the inputs decideResume takes (ckpt run status, ckpt resumable)
 export {

@@ -118,10 +118,11 @@ function resumeCandidates<T extends { readonly iteration: number }>(
 /**
  * Assembles the status from the manager's evidence bundle and the probes of the resume candidates,
  * newest first up to the first complete one (the pointer's checkpoint, probed once by the
- * evidence). Every other checkpoint is listed as retention scans it, unprobed. Read-only.
+ * evidence). Every other checkpoint is listed as retention scans it, unprobed. `evidence`: the
+ * attempt's bundle when the caller collected it already (it is not collected twice). Read-only.
  */
-export async function runStatus(attemptDir: string): Promise<RunStatusReport> {
-  const bundle = await collectEvidence(attemptDir);
+export async function runStatus(attemptDir: string, evidence?: EvidenceBundle): Promise<RunStatusReport> {
+  const bundle = evidence ?? (await collectEvidence(attemptDir));
   const pointed = bundle.latest.state === "present" ? bundle.latest.iteration : undefined;
   const probes = new Map<string, ProbedCheckpoint>();
   for (const candidate of resumeCandidates(bundle.checkpoints, pointed)) {

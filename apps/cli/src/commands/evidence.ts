@@ -1,95 +1,139 @@
-import type { archivedTo, artifactLocality, EvidenceBundle } from "@ckpt/trainer-checkpoint-manager";
-import { requireAttemptDir } from "../attempt-dir.js";
+import type { Evidence } from "@ckpt/evidence";
+import { requireRunOrAttemptDir } from "../attempt-dir.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommand } from "./registry.js";
 
 interface EvidenceArgs {
-  "attempt-dir": string;
+  dir: string;
+  verify: "none" | "newest" | "all";
+  "probe-storage": boolean;
+  "max-entries": number;
+  "timeout-ms": number;
 }
 
-/** How an artifact's locality and archive are worded (the library's helpers, loaded on demand). */
-interface ArtifactWording {
-  readonly artifactLocality: typeof artifactLocality;
-  readonly archivedTo: typeof archivedTo;
-}
+const verified = (v: { ok: boolean } | null) => (v === null ? "-" : v.ok ? "ok" : "FAIL");
 
 /** A short human summary; the bundle itself is the `--json` report. */
-function renderEvidence(bundle: EvidenceBundle, wording: ArtifactWording): string {
-  const r = bundle.resume;
+function renderEvidence(bundle: Evidence): string {
   const lines = [
-    `${bundle.attemptDir}: ${bundle.status}`,
-    r.kind === "checkpoint"
-      ? `resume: iteration ${r.iteration} (${r.reason})`
-      : r.kind === "fresh"
-        ? `resume: fresh start (${r.reason})`
-        : `resume refused (${r.code}): ${r.message}`,
+    `${bundle.root}: ${bundle.status} (run ${bundle.run.name}, ${bundle.attempts.length} attempts)`,
   ];
-  if (bundle.checkpoints.length > 0) {
+  if (bundle.storage !== null) {
+    const s = bundle.storage;
     lines.push(
-      "",
-      table(
-        ["checkpoint", "optimizer", "upload", "latest"],
-        bundle.checkpoints.map((c) => [
-          String(c.iteration),
-          c.hasOptimizer ? "yes" : "released",
-          c.uploaded,
-          c.isLatest ? "yes" : "",
-        ]),
-      ),
+      `storage: ${s.tier} (${s.filesystem}${s.probed ? ", probed" : ", by filesystem type"}): ${s.ok ? "sound" : s.reasons.join("; ")}`,
     );
   }
-  if (bundle.artifacts.length > 0) {
+  for (const a of bundle.attempts) {
+    const r = a.resume;
     lines.push(
       "",
-      table(
-        ["artifact", "components", "payload", "local", "archived to"],
-        bundle.artifacts.map((a) => [
-          String(a.iteration),
-          a.logicalComponents?.join(",") ?? "?",
-          formatBytes(a.payloads.reduce((s, p) => s + p.size, 0)),
-          wording.artifactLocality(a),
-          wording.archivedTo(a) ?? "-",
-        ]),
-      ),
+      `attempt ${a.runTs || "(legacy layout)"} (${a.minted}${a.mintedAt === null ? "" : `, ${a.mintedAt}`})`,
+      r.decision === "checkpoint"
+        ? `resume: iteration ${r.iteration} (${r.reason})`
+        : r.decision === "refused"
+          ? `resume refused (${r.code}): ${r.reason}`
+          : `resume: ${r.decision} (${r.reason})`,
     );
+    if (a.checkpoints.length > 0)
+      lines.push(
+        table(
+          ["checkpoint", "format", "size", "resumable", "optimizer", "upload", "latest", "verified"],
+          a.checkpoints.map((c) => [
+            String(c.iteration),
+            c.format ?? "?",
+            formatBytes(c.bytes),
+            c.resume.resumable === null ? "-" : c.resume.resumable ? "yes" : "NO",
+            c.retention.hasOptimizer ? "yes" : "released",
+            c.retention.upload,
+            c.retention.latest ? "yes" : "",
+            verified(c.lastVerify),
+          ]),
+        ),
+      );
+    if (a.artifacts.length > 0)
+      lines.push(
+        table(
+          ["artifact", "components", "payload", "local", "archived to", "verified"],
+          a.artifacts.map((x) => [
+            String(x.iteration),
+            x.components.join(",") || "?",
+            formatBytes(x.bytes),
+            x.retention.local,
+            x.archive?.destination ?? "-",
+            verified(x.lastVerify),
+          ]),
+        ),
+      );
   }
   lines.push(
     "",
     bundle.problems.length === 0 ? "no problems reported" : `${bundle.problems.length} problems:`,
   );
-  for (const p of bundle.problems) lines.push(`  ${p.code} ${p.subject}: ${p.message}`);
+  for (const p of bundle.problems) {
+    lines.push(
+      `  ${p.code} (${p.severity}${p.cause === null ? "" : `, ${p.cause}`}) ${p.subject}: ${p.message}`,
+    );
+    lines.push(`    remedy: ${p.remedy}`);
+  }
+  if (!bundle.complete) lines.push("", "incomplete: a bound cut the collection short (see the problems)");
   return lines.join("\n");
 }
 
 export const evidenceCommand: CkptCommand<EvidenceArgs> = {
-  command: "evidence <attempt-dir>",
-  exitCodes: { 1: "the bundle names a problem" },
+  command: "evidence <dir>",
+  exitCodes: { 1: "a problem of error severity (warnings do not fail it)", 2: "the path is neither a run nor an attempt" },
   describe:
-    "One JSON bundle of a run attempt: resume decision, newest checkpoint, retention state, artifacts and receipts, problems",
+    "The ckpt.evidence.v2 bundle of a run or one attempt: attempts, checkpoints and artifacts (resumable, retention, archive, verify), the volume's tier, problems from a closed set",
   builder: (yargs) =>
     yargs
-      .positional("attempt-dir", {
+      .positional("dir", {
         type: "string",
         demandOption: true,
-        describe: "The run attempt directory <root>/<project>/<group>/<name>/<RUN_TS>",
+        describe:
+          "A run directory <root>/<project>/<group>/<name> (every attempt) or one attempt <name>/<RUN_TS>",
+      })
+      .option("verify", {
+        choices: ["none", "newest", "all"] as const,
+        default: "none" as const,
+        describe:
+          "Verify (as ckpt verify) each attempt's resume checkpoint and newest artifact, or all of them",
+      })
+      .option("probe-storage", {
+        type: "boolean",
+        default: false,
+        describe: "Run ckpt doctor storage's probe on the run's volume (writes and removes one file there)",
+      })
+      .option("max-entries", {
+        type: "number",
+        default: 20_000,
+        describe: "Entries read from one directory before the rest is left out (TREE_TOO_LARGE)",
+      })
+      .option("timeout-ms", {
+        type: "number",
+        default: 30_000,
+        describe: "Bound on the whole collection; past it the bundle is printed with TIMED_OUT",
       })
       .example(
         "ckpt evidence out/vlm/grpo/run-a/20260901120000 --json > evidence.json",
         "attach the bundle to a ticket",
       )
-      .example("ckpt evidence ckpt-demo/runs/demo/mlp/main/*", "the demo's main run, summarised"),
+      .example(
+        "ckpt evidence out/vlm/grpo/run-a --verify newest",
+        "every attempt of a run, resume sources verified",
+      )
+      .example("ckpt evidence ckpt-demo/runs/demo/mlp/main", "the demo's main run, summarised"),
   async run(args) {
-    const { collectEvidence, artifactLocality, archivedTo } = await import(
-      "@ckpt/trainer-checkpoint-manager"
-    );
-    const dir = args["attempt-dir"];
-    await requireAttemptDir(dir);
-    const bundle = await collectEvidence(dir);
-    // The bundle reports; the exit code says whether anything in it is a problem.
-    return {
-      exitCode: bundle.problems.length === 0 ? 0 : 1,
-      report: { ok: bundle.problems.length === 0, ...bundle },
-      human: renderEvidence(bundle, { artifactLocality, archivedTo }),
-    };
+    const { buildEvidence } = await import("@ckpt/evidence");
+    await requireRunOrAttemptDir(args.dir);
+    const bundle = await buildEvidence(args.dir, {
+      verify: args.verify,
+      probeStorage: args["probe-storage"],
+      maxEntries: args["max-entries"],
+      timeoutMs: args["timeout-ms"],
+    });
+    // The bundle reports; the exit code says whether it holds an error (warnings and notes do not fail it).
+    const ok = bundle.problems.every((p) => p.severity !== "error");
+    return { exitCode: ok ? 0 : 1, report: { ok, ...bundle }, human: renderEvidence(bundle) };
   },
 };

@@ -1,6 +1,7 @@
 import { artifactGroup } from "./artifact/index.js";
 import { demoCommand } from "./demo.js";
 import { doctorGroup } from "./doctor.js";
+import { drillCommand } from "./drill.js";
 import { estimateCommand } from "./estimate.js";
 import { evidenceCommand } from "./evidence.js";
 import { fingerprintCommand } from "./fingerprint.js";
@@ -10,6 +11,7 @@ import { materializeHfCommand } from "./materialize-hf.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { resumableCommand } from "./resumable.js";
+import { resumedCommand } from "./resumed.js";
 import { runGroup } from "./run-status.js";
 import { storeGroup } from "./store/index.js";
 import { verifyCommand } from "./verify.js";
@@ -30,4 +32,6 @@ export const commands: readonly CommandEntry[] = [
   runGroup,
   resumableCommand,
   gcCommand,
+  resumedCommand,
+  drillCommand,
 ];

@@ -1,0 +1,404 @@
+// buildEvidence: the ckpt.evidence.v2 bundle of a run or one of its attempts, assembled from the
+// answers the libraries already give (the manager's evidence and run status, retention's scan,
+// verify, the volume's tier). It judges nothing itself and writes nothing (unless the storage probe
+// is asked for); whatever a library raises becomes a problem of the closed set, never a throw, and
+// every directory listing and the whole collection are bounded.
+import { lstat, opendir, stat } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { classifyVolume, probeStorage, storageVerdict, VOLUME_TIER_PROMISES } from "@ckpt/diagnostics";
+import { messageOf } from "@ckpt/errors";
+import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, isRunTs, parseRunTs } from "@ckpt/manifest";
+import {
+  archivedTo,
+  artifactLocality,
+  collectEvidence,
+  type EvidenceBundle,
+  type RunStatusReport,
+  runStatus,
+} from "@ckpt/trainer-checkpoint-manager";
+import { verifyPath } from "@ckpt/verify";
+import { PROBLEMS, type ProblemCode, problemCodeOf } from "./problems.js";
+import {
+  EVIDENCE_SCHEMA,
+  type Evidence,
+  type EvidenceArtifact,
+  type EvidenceAttempt,
+  type EvidenceCheckpoint,
+  type EvidenceProblem,
+  type EvidenceStorage,
+  type VerifyResult,
+} from "./schema.js";
+
+export interface BuildEvidenceOptions {
+  /** Entries read from one directory before the rest is left out with `TREE_TOO_LARGE` (default 20,000). */
+  readonly maxEntries?: number;
+  /** The whole collection's bound; past it the bundle is returned with `TIMED_OUT` (default 30 s). */
+  readonly timeoutMs?: number;
+  /** Run `ckpt doctor storage`'s write/sync/rename/read-back probe on the run's volume (it writes a file there; default: classify the volume only). */
+  readonly probeStorage?: boolean;
+  /** Verify (as `ckpt verify` does) each attempt's resume checkpoint and newest artifact (`newest`), every one (`all`) or none (default). */
+  readonly verify?: "none" | "newest" | "all";
+}
+
+const DEFAULT_MAX_ENTRIES = 20_000;
+const DEFAULT_TIMEOUT_MS = 30_000;
+/** A library's code at the head of a finding (`VERIFY_DIGEST_MISMATCH <path>: ...`). */
+const LEADING_CODE = /^([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+) /;
+
+/** A problem of the closed set, with its definition's severity and remedy. Pure. */
+export function problem(
+  code: ProblemCode,
+  subject: string,
+  message: string,
+  cause: string | null = null,
+): EvidenceProblem {
+  return { code, severity: PROBLEMS[code].severity, subject, message, cause, remedy: PROBLEMS[code].remedy };
+}
+
+/** The problem an error is: its library code (or errno) mapped onto the closed set. Pure. */
+export function problemFromError(error: unknown, subject: string): EvidenceProblem {
+  const code = (error as { code?: unknown } | null)?.code;
+  const cause = typeof code === "string" ? code : null;
+  return problem(
+    cause === null ? "INTERNAL_FAILURE" : problemCodeOf(cause),
+    subject,
+    messageOf(error),
+    cause,
+  );
+}
+
+/** A problem the manager's evidence reported: a checkpoint finding keeps the verifier's code when it led the line. */
+function fromManagerProblem(p: EvidenceBundle["problems"][number]): EvidenceProblem {
+  const leading = p.code === "CHECKPOINT_INCOMPLETE" ? LEADING_CODE.exec(p.message)?.[1] : undefined;
+  const cause = leading !== undefined && problemCodeOf(leading) !== "INTERNAL_FAILURE" ? leading : p.code;
+  return problem(problemCodeOf(cause), p.subject, p.message, cause);
+}
+
+class OutOfTime extends Error {}
+
+/** Runs the collection's steps against one deadline. */
+class Budget {
+  readonly problems: EvidenceProblem[] = [];
+  complete = true;
+  private readonly deadline: number;
+
+  constructor(
+    readonly subject: string,
+    timeoutMs: number,
+    readonly maxEntries: number,
+  ) {
+    this.deadline = performance.now() + timeoutMs;
+  }
+
+  /** The step's answer, or undefined when it failed (its problem recorded); throws OutOfTime past the deadline. */
+  async step<T>(subject: string, work: () => Promise<T>): Promise<T | undefined> {
+    const left = this.deadline - performance.now();
+    if (left <= 0) throw new OutOfTime();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<"expired">((resolve) => {
+      timer = setTimeout(() => resolve("expired"), left);
+    });
+    try {
+      const outcome = await Promise.race([work().then((value) => ({ value })), expired]);
+      if (outcome === "expired") throw new OutOfTime();
+      return outcome.value;
+    } catch (error) {
+      if (error instanceof OutOfTime) throw error;
+      this.problems.push(problemFromError(error, subject));
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The names in a directory, at most maxEntries (`TREE_TOO_LARGE` past it); undefined when unreadable. */
+  async list(dir: string): Promise<string[] | undefined> {
+    return this.step(dir, async () => {
+      const names: string[] = [];
+      for await (const entry of await opendir(dir)) {
+        if (names.length === this.maxEntries) {
+          this.complete = false;
+          this.problems.push(
+            problem(
+              "TREE_TOO_LARGE",
+              dir,
+              `${dir} holds more than ${this.maxEntries} entries; the rest is not examined`,
+            ),
+          );
+          break;
+        }
+        names.push(entry.name);
+      }
+      return names.sort();
+    });
+  }
+}
+
+const exists = (path: string) =>
+  stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+
+/** The attempt directories a path names: itself (it holds a checkpoints root) or its RUN_TS children. */
+async function attemptsOf(budget: Budget, path: string): Promise<{ runDir: string; attempts: string[] }> {
+  const isAttempt = (dir: string) =>
+    Promise.all([exists(join(dir, CHECKPOINTS_DIR)), exists(join(dir, CHECKPOINT_ARTIFACTS_DIR))]).then((a) =>
+      a.some(Boolean),
+    );
+  if (await budget.step(path, () => isAttempt(path))) {
+    return isRunTs(basename(path))
+      ? { runDir: dirname(path), attempts: [path] }
+      : { runDir: path, attempts: [path] }; // the legacy flat layout: the run is its own attempt
+  }
+  const names = (await budget.list(path)) ?? [];
+  return { runDir: path, attempts: names.filter((n) => isRunTs(n)).map((n) => join(path, n)) };
+}
+
+function attemptOrigin(
+  dir: string,
+  siblings: readonly string[],
+): Pick<EvidenceAttempt, "runTs" | "minted" | "mintedAt"> {
+  const runTs = basename(dir);
+  if (!isRunTs(runTs)) return { runTs: "", minted: "legacy", mintedAt: null };
+  return {
+    runTs,
+    minted: siblings.filter(isRunTs).sort()[0] === runTs ? "first" : "sibling",
+    mintedAt: parseRunTs(runTs)?.toISOString() ?? null,
+  };
+}
+
+async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> {
+  const at = new Date().toISOString();
+  const report = await budget.step(dir, () => verifyPath(dir));
+  if (report === undefined) return null;
+  for (const p of report.problems)
+    budget.problems.push(problem(problemCodeOf(p.code), p.path, p.message, p.code));
+  return { ok: report.ok, at, problems: report.problems.map((p) => p.code) };
+}
+
+function checkpointOf(
+  c: RunStatusReport["checkpoints"][number],
+  bundle: EvidenceBundle,
+): Omit<EvidenceCheckpoint, "lastVerify"> {
+  const newest =
+    bundle.newestCheckpoint?.iterDir === c.dir || bundle.newestCheckpoint?.iterDir === `${c.dir}/`;
+  return {
+    iteration: c.iteration,
+    dir: c.dir,
+    format: c.format === "unknown" ? null : c.format,
+    components: [...c.components],
+    bytes: c.bytes,
+    files:
+      newest && bundle.newestCheckpointFiles !== null
+        ? bundle.newestCheckpointFiles.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 ?? null }))
+        : null,
+    manifestSha256: c.manifestSha256,
+    resume:
+      c.complete === null
+        ? {
+            resumable: null,
+            reason: c.pastPointer
+              ? "not probed: past the latest pointer, a save that never committed"
+              : "not probed: a newer complete checkpoint is the resume source",
+            findings: [],
+          }
+        : c.complete
+          ? { resumable: true, reason: "every component is present and matches its record", findings: [] }
+          : {
+              resumable: false,
+              reason:
+                c.problems.length === 1
+                  ? c.problems[0]!
+                  : `${c.problems[0]} (and ${c.problems.length - 1} more)`,
+              findings: [...c.problems],
+            },
+    retention: {
+      latest: c.latest,
+      pastPointer: c.pastPointer,
+      hasOptimizer: c.hasOptimizer,
+      upload: c.upload,
+      validation: c.validation,
+    },
+  };
+}
+
+function artifactOf(a: EvidenceBundle["artifacts"][number]): Omit<EvidenceArtifact, "lastVerify"> {
+  return {
+    iteration: a.iteration,
+    dir: a.dir,
+    components: [...(a.logicalComponents ?? [])],
+    bytes: a.payloads.reduce((sum, p) => sum + p.size, 0),
+    payloads: a.payloads.map((p) => ({ ...p })),
+    resume: {
+      resumable: false,
+      reason: "an artifact holds part of a save; resume takes full checkpoints only",
+      findings: [],
+    },
+    retention: { local: artifactLocality(a) },
+    archive:
+      a.receipt === null
+        ? null
+        : {
+            receipt: a.receipt.path,
+            destination: archivedTo(a) ?? "",
+            files: a.receipt.files.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 ?? null })),
+          },
+  };
+}
+
+async function attemptEvidence(
+  budget: Budget,
+  dir: string,
+  siblings: readonly string[],
+  verify: NonNullable<BuildEvidenceOptions["verify"]>,
+): Promise<EvidenceAttempt> {
+  const base = { dir, ...attemptOrigin(dir, siblings), windows: null };
+  const unknown: EvidenceAttempt = {
+    ...base,
+    pointer: { state: "absent" },
+    resume: { decision: "unknown", reason: "the attempt could not be read; see the problems" },
+    checkpoints: [],
+    artifacts: [],
+  };
+  // Count before the libraries scan: a root with more entries than the bound is not scanned at all.
+  for (const root of [CHECKPOINTS_DIR, CHECKPOINT_ARTIFACTS_DIR]) {
+    const full = join(dir, root);
+    if ((await lstat(full).catch(() => undefined)) === undefined) continue;
+    const before = budget.problems.length;
+    const names = await budget.list(full);
+    if (names === undefined || budget.problems.length > before) return unknown;
+  }
+  const bundle = await budget.step(dir, () => collectEvidence(dir));
+  if (bundle === undefined) return unknown;
+  budget.problems.push(...bundle.problems.map(fromManagerProblem));
+  const status = await budget.step(dir, () => runStatus(dir, bundle));
+  if (status === undefined) return unknown;
+  const checkpoints: EvidenceCheckpoint[] = [];
+  for (const c of status.checkpoints) {
+    const isResumeSource =
+      status.resume.decision === "checkpoint" && status.resume.iterDir.replace(/\/$/, "") === c.dir;
+    const wanted = verify === "all" || (verify === "newest" && isResumeSource);
+    checkpoints.push({
+      ...checkpointOf(c, bundle),
+      lastVerify: wanted ? await verifyResult(budget, c.dir) : null,
+    });
+  }
+  const artifacts: EvidenceArtifact[] = [];
+  for (const [i, a] of bundle.artifacts.entries()) {
+    const wanted = verify === "all" || (verify === "newest" && i === bundle.artifacts.length - 1);
+    const item = artifactOf(a);
+    if (item.archive === null)
+      budget.problems.push(
+        problem("NOT_ARCHIVED", a.dir, `artifact iteration ${a.iteration} has no archive receipt`, null),
+      );
+    artifacts.push({ ...item, lastVerify: wanted ? await verifyResult(budget, a.dir) : null });
+  }
+  const r = status.resume;
+  return {
+    ...base,
+    pointer: status.pointer,
+    resume:
+      r.decision === "checkpoint"
+        ? { decision: "checkpoint", iteration: r.iteration, dir: r.iterDir, reason: r.reason }
+        : r,
+    checkpoints,
+    artifacts,
+  };
+}
+
+async function storageEvidence(budget: Budget, dir: string, probe: boolean): Promise<EvidenceStorage | null> {
+  if (probe) {
+    const report = await budget.step(dir, () => probeStorage(dir));
+    if (report === undefined) return null;
+    const verdict = storageVerdict(report);
+    return {
+      dir,
+      tier: report.tier,
+      filesystem: report.filesystem.type,
+      known: report.known,
+      promise: report.promise,
+      probed: true,
+      ...verdict,
+    };
+  }
+  const volume = await budget.step(dir, () => classifyVolume(dir));
+  if (volume === undefined) return null;
+  const verdict = storageVerdict({ ...volume, probeOk: true, steps: [] });
+  return {
+    dir,
+    tier: volume.tier,
+    filesystem: volume.filesystem.type,
+    known: volume.known,
+    promise: VOLUME_TIER_PROMISES[volume.tier],
+    probed: false,
+    ...verdict,
+  };
+}
+
+/**
+ * The ckpt.evidence.v2 bundle of `path`: a run directory (`<root>/<project>/<group>/<name>`, every
+ * RUN_TS attempt under it) or one attempt (`<name>/<RUN_TS>`, or a legacy `<name>` holding
+ * `checkpoints/`). Never throws for what it finds: a missing path, an unreadable directory, a
+ * symlink loop, an invalid record or a tree past the bounds is a problem of the closed set
+ * (`PROBLEMS`), and `complete: false` says a bound cut it short.
+ */
+export async function buildEvidence(path: string, options: BuildEvidenceOptions = {}): Promise<Evidence> {
+  const budget = new Budget(
+    path,
+    options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    options.maxEntries ?? DEFAULT_MAX_ENTRIES,
+  );
+  let runDir = path;
+  const attempts: EvidenceAttempt[] = [];
+  let storage: EvidenceStorage | null = null;
+  try {
+    const info = await budget.step(path, () => stat(path));
+    if (info !== undefined && !info.isDirectory())
+      budget.problems.push(problem("NOT_A_CHECKPOINT", path, `${path} is not a directory`, null));
+    if (info?.isDirectory()) {
+      const found = await attemptsOf(budget, path);
+      runDir = found.runDir;
+      if (found.attempts.length === 0)
+        budget.problems.push(
+          problem(
+            "NOT_A_CHECKPOINT",
+            path,
+            `${path} holds no run attempt (no checkpoints/ or checkpoint_artifacts/, no RUN_TS directory)`,
+          ),
+        );
+      const siblings =
+        found.attempts.length === 1 && found.runDir !== path
+          ? ((await budget.list(runDir)) ?? [])
+          : found.attempts.map((a) => basename(a));
+      for (const dir of found.attempts)
+        attempts.push(await attemptEvidence(budget, dir, siblings, options.verify ?? "none"));
+      storage = await storageEvidence(budget, runDir, options.probeStorage === true);
+      if (storage !== null && !storage.ok)
+        budget.problems.push(problem("UNSAFE_STORAGE", storage.dir, storage.reasons.join("; ")));
+    }
+  } catch (error) {
+    budget.complete = false;
+    budget.problems.push(
+      error instanceof OutOfTime
+        ? problem(
+            "TIMED_OUT",
+            path,
+            `collecting the evidence of ${path} took longer than ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
+          )
+        : problemFromError(error, path),
+    );
+  }
+  const newest = attempts.at(-1)?.resume;
+  return {
+    schema: EVIDENCE_SCHEMA,
+    root: path,
+    run: { dir: runDir, name: basename(runDir) },
+    status:
+      newest === undefined ? "unknown" : newest.decision === "checkpoint" ? "resumable" : newest.decision,
+    attempts,
+    storage,
+    problems: budget.problems,
+    complete: budget.complete,
+  };
+}

@@ -1,0 +1,4 @@
+import { defineConfig } from "tsup";
+import { packageBuild } from "../../tools/build/tsup.base";
+
+export default defineConfig(packageBuild());
