@@ -6,6 +6,8 @@ type CliErrorCode =
   | "CLI_NOT_A_DIRECTORY"
   | "CLI_IS_A_DIRECTORY"
   | "CLI_PUBLISH_DESTINATION_CONFLICT"
+  | "MCP_PATH_REFUSED"
+  | "MCP_PATH_NOT_FOUND"
   | "INTERNAL";
 
 /** A bad command line: exit 2. */
@@ -21,6 +23,17 @@ export class DestinationConflictError extends CkptError<CliErrorCode> {
   override readonly name = "DestinationConflictError";
   constructor(message: string) {
     super("CLI_PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
+  }
+}
+
+/**
+ * A path argument of an MCP tool that is not inside the served root (`MCP_PATH_REFUSED`: an escape
+ * through `..` or a symbolic link, a loop, a NUL byte, ...) or names nothing there.
+ */
+export class McpPathError extends CkptError<CliErrorCode> {
+  override readonly name = "McpPathError";
+  constructor(code: "MCP_PATH_REFUSED" | "MCP_PATH_NOT_FOUND", message: string) {
+    super(code, message, { kind: "input" });
   }
 }
 

@@ -6,6 +6,7 @@ import { evidenceCommand } from "./evidence.js";
 import { fingerprintCommand } from "./fingerprint.js";
 import { inspectCommand } from "./inspect.js";
 import { materializeHfCommand } from "./materialize-hf.js";
+import { mcpCommand } from "./mcp.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { resumableCommand } from "./resumable.js";
@@ -28,4 +29,5 @@ export const commands: readonly CommandEntry[] = [
   evidenceCommand,
   runGroup,
   resumableCommand,
+  mcpCommand,
 ];
