@@ -385,6 +385,12 @@ describe("ckpt mcp on a tree of 10,000 checkpoints", () => {
       const problems = result.structuredContent!.problems as Array<{ code: string; message: string }>;
       expect(problems.map((p) => p.code)).toContain("MCP_PARTIAL");
       expect(result.content[0]!.text).toMatch(/partial/);
+      // status and evidence say what the attempt's listing, started alongside, had found by then.
+      if (tool !== "list") {
+        expect(result.structuredContent!.found, tool).toMatchObject({
+          path: relative(bigRoot, big.attemptDir),
+        });
+      }
     }
     expect((await call(client, "explain", { code: "MCP_PARTIAL" })).structuredContent).toMatchObject({
       known: true,

@@ -9,7 +9,7 @@ interface McpArgs {
 }
 
 /** How agent clients start the server: the command, its arguments, and the snippets each client reads. Pure. */
-export function registrationSnippets(command: string, args: readonly string[]) {
+function registrationSnippets(command: string, args: readonly string[]) {
   const server = { command, args: [...args] };
   const quote = (word: string) =>
     /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;

@@ -1,5 +1,5 @@
 /** Problems the server itself reports inside a tool's answer (the libraries' codes pass through as they are). */
-export type McpProblemCode = "MCP_PARTIAL" | "MCP_DIR_UNREADABLE";
+type McpProblemCode = "MCP_PARTIAL" | "MCP_DIR_UNREADABLE";
 
 export interface McpProblem {
   readonly code: McpProblemCode;

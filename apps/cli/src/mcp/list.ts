@@ -5,7 +5,7 @@ import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, isRunTs, parseIterDir } from
 import type { McpProblem, RequestBudget } from "./budget.js";
 
 /** A run attempt found under the root: the iterations of its checkpoints/ and checkpoint_artifacts/. */
-export interface ListedAttempt {
+interface ListedAttempt {
   /** Relative to the served root: what the other tools take. */
   readonly attempt: string;
   /** The attempt directory's name when it is a RUN_TS (`20260901120000`); null for a legacy flat layout. */
@@ -37,7 +37,7 @@ function iterations(entries: readonly Dirent[]): number[] {
 }
 
 /** Groups attempts by their run directory (the attempt's parent), sorted by path. Pure. */
-export function groupRuns(attempts: readonly ListedAttempt[]): ListReport["runs"] {
+function groupRuns(attempts: readonly ListedAttempt[]): ListReport["runs"] {
   const runs = new Map<string, ListedAttempt[]>();
   for (const attempt of [...attempts].sort((a, b) => a.attempt.localeCompare(b.attempt))) {
     const run = dirname(attempt.attempt);

@@ -58,21 +58,23 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
     }
   };
 
-  /** The library's report, or a partial answer naming what ran out of time. */
+  /**
+   * The library's report, or a partial answer naming what ran out of time, with what `found`
+   * (a cheaper look started alongside: the attempt's listing) had by then.
+   */
   const bounded = async <T extends object>(
     budget: RequestBudget,
     subject: string,
     what: string,
     work: Promise<T>,
     summary: (report: T) => string,
+    found?: Promise<object>,
   ): Promise<ToolAnswer> => {
     const report = await budget.race(work);
     if (report === undefined) {
       const problem = budget.partial(subject, what);
-      return {
-        report: { ok: false, partial: true, problems: [problem] },
-        text: `${subject}: ${problem.message}`,
-      };
+      const partial = { ok: false, partial: true, ...(found === undefined ? {} : { found: await found }) };
+      return { report: { ...partial, problems: [problem] }, text: `${subject}: ${problem.message}` };
     }
     return { report: { ...(report as Record<string, unknown>) }, text: summary(report) };
   };
@@ -114,15 +116,22 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
     ({ attempt }) =>
       respond(async (budget) => {
         const dir = await inside(attempt);
-        return bounded(budget, shown(dir), "run status", attemptStatus(dir), (r) => {
-          const resume =
-            r.resume.decision === "checkpoint"
-              ? `iteration ${r.resume.iteration ?? "?"}`
-              : r.resume.decision === "fresh"
-                ? "a fresh start"
-                : `refused (${r.resume.code})`;
-          return `${shown(dir)}: resume would pick ${resume}; ${r.checkpoints.length} checkpoints, ${r.artifacts.length} artifacts, ${r.problems.length} problems`;
-        });
+        return bounded(
+          budget,
+          shown(dir),
+          "run status",
+          attemptStatus(dir),
+          (r) => {
+            const resume =
+              r.resume.decision === "checkpoint"
+                ? `iteration ${r.resume.iteration ?? "?"}`
+                : r.resume.decision === "fresh"
+                  ? "a fresh start"
+                  : `refused (${r.resume.code})`;
+            return `${shown(dir)}: resume would pick ${resume}; ${r.checkpoints.length} checkpoints, ${r.artifacts.length} artifacts, ${r.problems.length} problems`;
+          },
+          listAttempts(guarded.realRoot, dir, budget),
+        );
       }),
   );
 
@@ -210,6 +219,7 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
           "the evidence bundle",
           attemptEvidence(dir),
           (b) => `${shown(dir)}: ${b.status}; ${b.problems.length} problems`,
+          listAttempts(guarded.realRoot, dir, budget),
         );
       }),
   );
