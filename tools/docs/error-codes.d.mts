@@ -20,3 +20,7 @@ export declare function undeclaredCodes(
 /** code -> the packages/apps that declare or raise it. */
 export declare function collectErrorCodes(root?: string): Map<string, Set<string>>;
 export declare function documentedCodes(markdown: string): Set<string>;
+/** code -> the `##` section, meaning and remedy of its docs/troubleshooting.md row. */
+export declare function troubleshootingEntries(
+  markdown: string,
+): Record<string, { section: string; meaning: string; remedy: string }>;

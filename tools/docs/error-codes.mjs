@@ -267,15 +267,40 @@ export function undeclaredCodes(uses, units = sourceUnits()) {
   return stray.sort();
 }
 
+const BACKTICKED_CODE = /`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)`/g;
+
 /** The codes docs/troubleshooting.md has an entry for: backticked codes in a table row's first cell or a heading. */
 export function documentedCodes(markdown) {
   const found = new Set();
   for (const line of markdown.split("\n")) {
     const key = line.startsWith("|") ? line.split("|")[1] : line.startsWith("#") ? line : undefined;
     if (key === undefined) continue;
-    for (const match of key.matchAll(/`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)`/g)) found.add(match[1]);
+    for (const match of key.matchAll(BACKTICKED_CODE)) found.add(match[1]);
   }
   return found;
+}
+
+/**
+ * The table rows of docs/troubleshooting.md as code -> { section, meaning, remedy }: each code
+ * in a row's first cell gets the row's second ("what it means") and third ("what to do") cells
+ * and the `##` heading above it. This page is ckpt's registry of codes and their remedies.
+ */
+export function troubleshootingEntries(markdown) {
+  const entries = {};
+  let section = "";
+  for (const line of markdown.split("\n")) {
+    if (line.startsWith("## ")) section = line.slice(3).trim();
+    if (!line.startsWith("|")) continue;
+    const cells = line
+      .split("|")
+      .slice(1, -1)
+      .map((cell) => cell.trim());
+    if (cells.length < 3) continue;
+    for (const match of cells[0].matchAll(BACKTICKED_CODE)) {
+      entries[match[1]] = { section, meaning: cells[1], remedy: cells[2] };
+    }
+  }
+  return entries;
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {

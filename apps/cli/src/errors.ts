@@ -5,7 +5,9 @@ type CliErrorCode =
   | "CLI_USAGE"
   | "CLI_NOT_A_DIRECTORY"
   | "CLI_IS_A_DIRECTORY"
-  | "CLI_PUBLISH_DESTINATION_CONFLICT";
+  | "CLI_PUBLISH_DESTINATION_CONFLICT"
+  | "MCP_PATH_REFUSED"
+  | "MCP_PATH_NOT_FOUND";
 
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<CliErrorCode> {
@@ -20,6 +22,17 @@ export class DestinationConflictError extends CkptError<CliErrorCode> {
   override readonly name = "DestinationConflictError";
   constructor(message: string) {
     super("CLI_PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
+  }
+}
+
+/**
+ * A path argument of an MCP tool that is not inside the served root (`MCP_PATH_REFUSED`: an escape
+ * through `..` or a symbolic link, a loop, a NUL byte, ...) or names nothing there.
+ */
+export class McpPathError extends CkptError<CliErrorCode> {
+  override readonly name = "McpPathError";
+  constructor(code: "MCP_PATH_REFUSED" | "MCP_PATH_NOT_FOUND", message: string) {
+    super(code, message, { kind: "input" });
   }
 }
 

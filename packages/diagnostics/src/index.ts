@@ -15,15 +15,15 @@ export {
   fingerprintOf,
 } from "./fingerprint.js";
 
-// --- how a volume behaves under ckpt's commit sequence (`ckpt doctor storage`)
+// --- how a volume behaves under ckpt's commit sequence (`ckpt doctor storage`; `describeVolume` is its read-only half)
 export {
   type ProbeStep,
   type ProbeStorageOptions,
   type StorageProbeReport,
-  type VolumeClass,
+  type VolumeDescription,
   type VolumeTier,
-  classifyVolume,
   VOLUME_TIER_PROMISES,
+  describeVolume,
   probeStorage,
   storageVerdict,
 } from "./storage-probe.js";

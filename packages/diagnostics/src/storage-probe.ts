@@ -225,34 +225,15 @@ export function readBackInChildProcess(path: string): Promise<{ size: number; sh
   });
 }
 
-/** A volume's tier as its filesystem type implies it, without writing anything (the probe's first half). */
-export interface VolumeClass {
-  readonly realDir: string;
-  readonly filesystem: ProbeFilesystem;
-  readonly tier: VolumeTier;
-  /** The filesystem type is one ckpt knows; an unknown one is `shared-unsafe`. */
-  readonly known: boolean;
-}
-
-/** Classifies the volume holding an existing directory by its filesystem type. Read-only. */
-export async function classifyVolume(dir: string): Promise<VolumeClass> {
-  const realDir = await realpath(dir);
-  const filesystem = await detectFilesystem(realDir);
-  const classified = classifyFilesystem(filesystem.type);
-  return { realDir, filesystem, tier: classified ?? "shared-unsafe", known: classified !== undefined };
-}
+/** A volume as its filesystem type describes it, without writing anything (`StorageProbeReport` less the steps). */
+export type VolumeDescription = Omit<StorageProbeReport, "steps" | "probeOk">;
 
 /**
- * Probes a directory the way ckpt commits a file: writes a probe file under a temporary name,
- * fsyncs it, renames it, fsyncs the directory, then has a second process read it back and
- * compare size and SHA-256; finally removes the probe file (only the files it created). Reports
- * each step and the tier the volume's filesystem type implies. A path that is not an existing
- * directory is `STORAGE_PROBE_NOT_A_DIRECTORY` (kind input); a failed step is reported, not thrown.
+ * The filesystem holding `dir` and the tier its type implies, read from the mount table (or
+ * statfs) without writing anything: the read-only half of {@link probeStorage}. A path that is not
+ * an existing directory is `STORAGE_PROBE_NOT_A_DIRECTORY` (kind input).
  */
-export async function probeStorage(
-  dir: string,
-  options: ProbeStorageOptions = {},
-): Promise<StorageProbeReport> {
+export async function describeVolume(dir: string): Promise<VolumeDescription> {
   const info = await stat(dir).catch(() => undefined);
   if (!info?.isDirectory()) {
     throw new DiagnosticsError(
@@ -261,7 +242,33 @@ export async function probeStorage(
       { kind: "input", subject: dir },
     );
   }
-  const { realDir, filesystem, tier, known } = await classifyVolume(dir);
+  const realDir = await realpath(dir);
+  const filesystem = await detectFilesystem(realDir);
+  const classified = classifyFilesystem(filesystem.type);
+  const tier = classified ?? "shared-unsafe";
+  return {
+    dir,
+    realDir,
+    filesystem,
+    tier,
+    known: classified !== undefined,
+    promise: VOLUME_TIER_PROMISES[tier],
+  };
+}
+
+/**
+ * Probes a directory the way ckpt commits a file: writes a probe file under a temporary name,
+ * fsyncs it, renames it, fsyncs the directory, then has a second process read it back and
+ * compare size and SHA-256; finally removes the probe file (only the files it created). Reports
+ * each step and the tier the volume's filesystem type implies ({@link describeVolume}). A path
+ * that is not an existing directory is `STORAGE_PROBE_NOT_A_DIRECTORY` (kind input); a failed
+ * step is reported, not thrown.
+ */
+export async function probeStorage(
+  dir: string,
+  options: ProbeStorageOptions = {},
+): Promise<StorageProbeReport> {
+  const volume = await describeVolume(dir);
 
   const token = `${process.pid}-${randomBytes(6).toString("hex")}`;
   const finalPath = join(dir, `.ckpt-storage-probe-${token}`);
@@ -319,16 +326,7 @@ export async function probeStorage(
     await rm(finalPath, { force: true });
     return "removed the probe file";
   });
-  return {
-    dir,
-    realDir,
-    filesystem,
-    tier,
-    known,
-    promise: VOLUME_TIER_PROMISES[tier],
-    steps,
-    probeOk: ran && steps.every((s) => s.ok),
-  };
+  return { ...volume, steps, probeOk: ran && steps.every((s) => s.ok) };
 }
 
 /**

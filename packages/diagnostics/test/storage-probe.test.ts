@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
 import {
   classifyFilesystem,
+  describeVolume,
   mountOf,
   parseMountInfo,
   probeStorage,
@@ -82,6 +83,21 @@ describe("probeStorage", () => {
     if (report.tier === "local") {
       expect(storageVerdict(report, "shared").ok).toBe(false);
     }
+  });
+
+  it("describeVolume names the same filesystem and tier without writing, into a read-only directory too", async () => {
+    const dir = await testdir("ckpt-probe-");
+    await writeFile(join(dir, "keep.txt"), "not the probe's");
+    await chmod(dir, 0o555);
+    onTestFinished(() => chmod(dir, 0o755));
+    const volume = await describeVolume(dir);
+    expect(volume.filesystem).toMatchObject({ type: findmnt(dir), detectedBy: "mountinfo" });
+    expect(volume).toMatchObject({ dir, tier: classifyFilesystem(findmnt(dir)), known: true });
+    expect(volume).not.toHaveProperty("steps");
+    expect(await readdir(dir)).toEqual(["keep.txt"]);
+    await expect(describeVolume(join(dir, "keep.txt"))).rejects.toMatchObject({
+      code: "STORAGE_PROBE_NOT_A_DIRECTORY",
+    });
   });
 
   it("detects tmpfs on /dev/shm as local", async () => {

@@ -5,7 +5,7 @@
 // every directory listing and the whole collection are bounded.
 import { lstat, opendir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { classifyVolume, probeStorage, storageVerdict, VOLUME_TIER_PROMISES } from "@ckpt/diagnostics";
+import { describeVolume, probeStorage, storageVerdict } from "@ckpt/diagnostics";
 import { messageOf } from "@ckpt/errors";
 import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, isRunTs, parseRunTs } from "@ckpt/manifest";
 import {
@@ -322,7 +322,7 @@ async function storageEvidence(budget: Budget, dir: string, probe: boolean): Pro
       ...verdict,
     };
   }
-  const volume = await budget.step(dir, () => classifyVolume(dir));
+  const volume = await budget.step(dir, () => describeVolume(dir));
   if (volume === undefined) return null;
   const verdict = storageVerdict({ ...volume, probeOk: true, steps: [] });
   return {
@@ -330,7 +330,7 @@ async function storageEvidence(budget: Budget, dir: string, probe: boolean): Pro
     tier: volume.tier,
     filesystem: volume.filesystem.type,
     known: volume.known,
-    promise: VOLUME_TIER_PROMISES[volume.tier],
+    promise: volume.promise,
     probed: false,
     ...verdict,
   };

@@ -8,6 +8,7 @@ import { fingerprintCommand } from "./fingerprint.js";
 import { gcCommand } from "./gc.js";
 import { inspectCommand } from "./inspect.js";
 import { materializeHfCommand } from "./materialize-hf.js";
+import { mcpCommand } from "./mcp.js";
 import { mergeCommand } from "./merge.js";
 import type { CommandEntry } from "./registry.js";
 import { resumableCommand } from "./resumable.js";
@@ -34,4 +35,5 @@ export const commands: readonly CommandEntry[] = [
   gcCommand,
   resumedCommand,
   drillCommand,
+  mcpCommand,
 ];

@@ -1,0 +1,274 @@
+import { relative } from "node:path";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { VERIFY_KINDS } from "@ckpt/verify";
+import { z } from "zod";
+import { describeError } from "../errors.js";
+import { RequestBudget } from "./budget.js";
+import {
+  attemptEvidence,
+  attemptStatus,
+  checkpointResumable,
+  explainCode,
+  verifyTarget,
+  volumeVerdict,
+} from "./evidence-adapter.js";
+import { listAttempts } from "./list.js";
+import { type GuardedRoot, resolveInsideRoot } from "./path-guard.js";
+
+/** What a tool hands back: the structured report and one or two lines for a reader. */
+interface ToolAnswer {
+  readonly report: Record<string, unknown>;
+  readonly text: string;
+}
+
+export interface McpServerOptions {
+  /** The time each request may take before it answers with what it has (`MCP_PARTIAL`). */
+  readonly budgetMs: number;
+}
+
+const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+const PATH_NOTE =
+  "Relative to the served root, or absolute inside it; anything resolving outside is refused (MCP_PATH_REFUSED).";
+
+/**
+ * The read-only MCP server over `guarded.root`: every path argument goes through the path guard,
+ * every answer is structured JSON plus a short text, every request answers within the budget.
+ */
+export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOptions): McpServer {
+  const server = new McpServer({ name: "ckpt", version: __CKPT_PACKAGE_VERSION__ });
+  const inside = (path: unknown) => resolveInsideRoot(guarded, path);
+  const shown = (real: string) => relative(guarded.realRoot, real) || ".";
+
+  /** Runs a tool within a fresh budget; a coded refusal becomes an error result carrying its code. */
+  const respond = async (work: (budget: RequestBudget) => Promise<ToolAnswer>): Promise<CallToolResult> => {
+    const budget = new RequestBudget(options.budgetMs);
+    try {
+      const { report, text } = await work(budget);
+      return { content: [{ type: "text", text }], structuredContent: report };
+    } catch (error) {
+      const { code, message } = describeError(error);
+      return {
+        isError: true,
+        content: [{ type: "text", text: `${code}: ${message}` }],
+        structuredContent: { ok: false, error: { code, message } },
+      };
+    } finally {
+      budget.dispose();
+    }
+  };
+
+  /**
+   * The library's report, or a partial answer naming what ran out of time, with what `found`
+   * (a cheaper look started alongside: the attempt's listing) had by then.
+   */
+  const bounded = async <T extends object>(
+    budget: RequestBudget,
+    subject: string,
+    what: string,
+    work: Promise<T>,
+    summary: (report: T) => string,
+    found?: Promise<object>,
+  ): Promise<ToolAnswer> => {
+    const report = await budget.race(work);
+    if (report === undefined) {
+      const problem = budget.partial(subject, what);
+      const partial = { ok: false, partial: true, ...(found === undefined ? {} : { found: await found }) };
+      return { report: { ...partial, problems: [problem] }, text: `${subject}: ${problem.message}` };
+    }
+    return { report: { ...(report as Record<string, unknown>) }, text: summary(report) };
+  };
+
+  server.registerTool(
+    "list",
+    {
+      title: "List runs, attempts and checkpoints",
+      description:
+        "Every run attempt (a directory holding checkpoints/ or checkpoint_artifacts/) under a directory of the served root, grouped by run, with the iterations of its checkpoints and artifacts. Paths in the answer are what the other tools take.",
+      inputSchema: {
+        path: z.string().optional().describe(`Where to look (default: the whole root). ${PATH_NOTE}`),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ path }) =>
+      respond(async (budget) => {
+        const dir = await inside(path ?? ".");
+        const report = await listAttempts(guarded.realRoot, dir, budget);
+        const c = report.counts;
+        const text = `${report.path}: ${c.runs} runs, ${c.attempts} attempts, ${c.checkpoints} checkpoints, ${c.artifacts} artifacts${report.partial ? " (partial: the budget ran out)" : ""}`;
+        return { report: { ...report }, text };
+      }),
+  );
+
+  server.registerTool(
+    "status",
+    {
+      title: "Run attempt status",
+      description:
+        "A run attempt at a glance (ckpt run status): checkpoints, components, sizes, latest_checkpoint.txt, receipts, pending validation, and what resume=auto would pick and why.",
+      inputSchema: {
+        attempt: z
+          .string()
+          .describe(`The run attempt directory <project>/<group>/<name>/<RUN_TS>. ${PATH_NOTE}`),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ attempt }) =>
+      respond(async (budget) => {
+        const dir = await inside(attempt);
+        return bounded(
+          budget,
+          shown(dir),
+          "run status",
+          attemptStatus(dir),
+          (r) => {
+            const resume =
+              r.resume.decision === "checkpoint"
+                ? `iteration ${r.resume.iteration ?? "?"}`
+                : r.resume.decision === "fresh"
+                  ? "a fresh start"
+                  : `refused (${r.resume.code})`;
+            return `${shown(dir)}: resume would pick ${resume}; ${r.checkpoints.length} checkpoints, ${r.artifacts.length} artifacts, ${r.problems.length} problems`;
+          },
+          listAttempts(guarded.realRoot, dir, budget),
+        );
+      }),
+  );
+
+  server.registerTool(
+    "resumable",
+    {
+      title: "Would training resume from this checkpoint?",
+      description:
+        "ckpt resumable: yes, or no with the reason and its code (incomplete, behind a committed artifact, pinned digest mismatch, ...).",
+      inputSchema: {
+        checkpoint: z
+          .string()
+          .describe(`A checkpoints/iter_* directory (or a legacy .pt checkpoint). ${PATH_NOTE}`),
+        sha256: z
+          .string()
+          .regex(/^[0-9a-fA-F]{64}$/)
+          .optional()
+          .describe("Also require its manifest to have this SHA-256 (a pinned resume)"),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ checkpoint, sha256 }) =>
+      respond(async (budget) => {
+        const path = await inside(checkpoint);
+        const work = checkpointResumable(path, sha256?.toLowerCase() ?? null);
+        return bounded(budget, shown(path), "the resumable check", work, (r) =>
+          r.resumable
+            ? `${shown(path)}: resumable (${r.reason})`
+            : `${shown(path)}: not resumable${r.code === null ? "" : ` (${r.code})`}: ${r.reason}`,
+        );
+      }),
+  );
+
+  server.registerTool(
+    "verify",
+    {
+      title: "Verify against its records",
+      description:
+        "ckpt verify: judge a checkpoint, artifact, fetched stage, DCP or Hugging Face directory, or a .pt/.safetensors file against its own records; problems carry codes the explain tool describes.",
+      inputSchema: {
+        path: z.string().describe(`What to judge. ${PATH_NOTE}`),
+        kind: z.enum(VERIFY_KINDS).optional().describe("Judge the path as this kind instead of detecting it"),
+        deep: z
+          .boolean()
+          .optional()
+          .describe("Also read every byte of .pt files and check each zip member's CRC-32"),
+        finite: z.boolean().optional().describe("Also scan floating tensors for NaN/Inf"),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ path, kind, deep, finite }) =>
+      respond(async (budget) => {
+        const target = await inside(path);
+        const work = verifyTarget(target, {
+          ...(kind === undefined ? {} : { kind }),
+          deep: deep ?? false,
+          finite: finite ?? false,
+          signal: budget.signal,
+        });
+        return bounded(budget, shown(target), "verify", work, (r) =>
+          r.ok
+            ? `${shown(target)}: ${r.kind} sound`
+            : `${shown(target)}: ${r.kind} ${r.problems.length} problems (${[...new Set(r.problems.map((p) => p.code))].join(", ")})`,
+        );
+      }),
+  );
+
+  server.registerTool(
+    "evidence",
+    {
+      title: "Evidence bundle of a run attempt",
+      description:
+        "ckpt evidence: one JSON bundle of a run attempt: resume decision, newest checkpoint, retention state, artifacts and archive receipts, problems.",
+      inputSchema: {
+        attempt: z.string().describe(`The run attempt directory. ${PATH_NOTE}`),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ attempt }) =>
+      respond(async (budget) => {
+        const dir = await inside(attempt);
+        return bounded(
+          budget,
+          shown(dir),
+          "the evidence bundle",
+          attemptEvidence(dir),
+          (b) => `${shown(dir)}: ${b.status}; ${b.problems.length} problems`,
+          listAttempts(guarded.realRoot, dir, budget),
+        );
+      }),
+  );
+
+  server.registerTool(
+    "storage",
+    {
+      title: "Storage tier of a volume",
+      description:
+        "The filesystem holding a directory and ckpt doctor storage's verdict on its tier (local, shared-safe, shared-unsafe), read from the mount table; the write probe of `ckpt doctor storage` is not run (probed: false).",
+      inputSchema: {
+        path: z.string().optional().describe(`A directory (default: the root). ${PATH_NOTE}`),
+        expect: z
+          .enum(["any", "shared"])
+          .optional()
+          .describe("shared: a local volume fails too (several nodes must read it)"),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ path, expect }) =>
+      respond(async (budget) => {
+        const dir = await inside(path ?? ".");
+        return bounded(budget, shown(dir), "the storage check", volumeVerdict(dir, expect ?? "any"), (v) => {
+          const verdict = v.ok ? "sound" : `NOT sound: ${v.reasons.join("; ")}`;
+          return `${shown(dir)}: ${v.filesystem.type}, ${v.tier}; ${verdict}`;
+        });
+      }),
+  );
+
+  server.registerTool(
+    "explain",
+    {
+      title: "Explain a code",
+      description:
+        "What an error or problem code (CHECKPOINT_INCOMPLETE, VERIFY_DIGEST_MISMATCH, MCP_PATH_REFUSED, ...) means and what to do about it, from ckpt's troubleshooting registry.",
+      inputSchema: {
+        code: z.string().max(200).describe("The code, as a report or error shows it"),
+      },
+      annotations: READ_ONLY,
+    },
+    ({ code }) =>
+      respond(async () => {
+        const entry = explainCode(code);
+        const text = entry.known
+          ? `${entry.code}: ${entry.meaning} What to do: ${entry.remedy}`
+          : `${entry.code} is not a ckpt code${entry.related.length > 0 ? `; codes with its prefix: ${entry.related.join(", ")}` : ""}`;
+        return { report: { ok: entry.known, ...entry }, text };
+      }),
+  );
+
+  return server;
+}
