@@ -11,7 +11,12 @@ function write(stream: NodeJS.WritableStream, text: string): void {
 
 function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void {
   if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
-  else if (!options.quiet || outcome.exitCode !== 0) write(io.stdout, outcome.human);
+  else if (options.quiet && outcome.exitCode === 0) return;
+  else if (outcome.result === undefined) write(io.stdout, outcome.human);
+  else {
+    write(io.stdout, outcome.result);
+    write(io.stderr, outcome.human);
+  }
 }
 
 /** Runs `ckpt <argv>` and resolves to the exit code. Never calls process.exit. */

@@ -13,7 +13,7 @@ interface FetchArgs {
 export const fetchCommand: CkptCommand<FetchArgs> = {
   command: "fetch",
   describe:
-    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path",
+    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path alone on stdout",
   builder: (yargs) =>
     withCredentialsOption(
       yargs
@@ -57,7 +57,8 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, ...report },
-      human: `${report.stagedDir}\n(${note})`,
+      result: report.stagedDir,
+      human: note,
     };
   },
 };

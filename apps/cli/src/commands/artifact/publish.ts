@@ -191,6 +191,6 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     if (report.removed.length > 0) {
       lines.push(`released ${report.removed.length} local payload files, ${formatBytes(report.freed_bytes)}`);
     }
-    return { exitCode: 0, report: { ok: true, ...report }, human: lines.join("\n") };
+    return { exitCode: 0, report: { ok: true, ...report }, result: report.uri, human: lines.join("\n") };
   },
 };
