@@ -59,12 +59,15 @@ export const fingerprintCommand: CkptCommand<FingerprintArgs> = {
       ),
   async run(args, io) {
     const { fingerprintDirectory } = await import("@ckpt/diagnostics");
-    const progress = createProgress(io, "hash");
+    const progress = createProgress(io, "hash", { files: true });
     let result: DirectoryFingerprint;
     try {
       result = await fingerprintDirectory(args.dir, {
         fast: args.fast,
-        onProgress: (e) => progress.update(e.doneBytes, e.totalBytes, e.path),
+        onProgress: (e) => {
+          if (e.type === "file-done") progress.fileDone(e.path);
+          else progress.update(e.doneBytes, e.totalBytes, e.path);
+        },
       });
     } finally {
       progress.finish();

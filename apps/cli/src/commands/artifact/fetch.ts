@@ -43,12 +43,13 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     ]);
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
-    const progress = createProgress(io, "fetch", { quiet: args.quiet });
+    const progress = createProgress(io, "fetch", { quiet: args.quiet, files: true });
     const report = await drainWithProgress(
       fetchArtifactIter(store, args.dst, { uri: args.artifactUri }),
       [progress],
       (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "file-done") progress.fileDone(event.path);
       },
     );
     const note = report.upToDate

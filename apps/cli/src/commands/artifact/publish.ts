@@ -163,7 +163,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     }
     const quiet = args.quiet || args.json;
     const hashing = createProgress(io, "hash", { quiet });
-    const uploading = createProgress(io, "upload", { quiet });
+    const uploading = createProgress(io, "upload", { quiet, files: true });
     const report = await drainWithProgress(
       publishArtifactIter(dir, store, {
         deleteLocal: args["delete-local"],
@@ -174,6 +174,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         if (event.type === "hash") hashing.update(event.doneBytes, event.totalBytes, event.path);
         else if (event.type === "plan") hashing.finish();
         else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "uploaded") uploading.fileDone(event.path);
       },
     );
     const total = report.inventory.reduce((sum, f) => sum + f.size, 0);
