@@ -3,7 +3,7 @@ import { cp } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { beforeAll } from "vitest";
-import { makeTempDir, testdir } from "./testdir.js";
+import { makeTempDir, testdir } from "./index.js";
 import { torch2Python } from "./python.js";
 
 /** tools/fixtures/make_dcp_fixtures.py: DCP directories written by real torch.distributed.checkpoint on gloo ranks. */
