@@ -22,12 +22,12 @@ function stepMark(step: DemoReport["steps"][number], report: DemoReport): string
 }
 
 /** Paths inside the demo directory written relative to it (also as file:// URIs). Pure. */
-export function relativeToDemo(text: string, dir: string): string {
+function relativeToDemo(text: string, dir: string): string {
   return text.replaceAll(`file://${dir}/`, "").replaceAll(`${dir}/`, "").replaceAll(dir, ".");
 }
 
 /** Commands to run next, from inside the demo directory, on what the demo left. Pure. */
-export function whatNext(report: DemoReport): string[] {
+function whatNext(report: DemoReport): string[] {
   const where = (prefix: string) => report.inventory.find((r) => r.what.startsWith(prefix))?.where;
   const latest = where("latest full checkpoint");
   const staged = where("staged artifact");
