@@ -4,14 +4,26 @@
 // A runner that failed without reporting a failed test (a crash, a config error) counts as one
 // failure, so a broken run can never print "0 failed". Before it, a table of each package's line
 // and branch coverage (coverage/<package>/coverage-summary.json, written by vitest.shared.ts).
+// With `--tmp <before> <after> [own...]` (two `ls -A /tmp` listings, and names of the run's own
+// services): every entry the tests added to /tmp is named, and litter counts as one failed test.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [reportDir, runnerExit = "0"] = process.argv.slice(2);
-if (!reportDir) {
-  console.error("usage: node tools/ci-summary.mjs <report-dir> [runner-exit-code]");
+const [reportDir, runnerExit = "0", ...rest] = process.argv.slice(2);
+if (!reportDir || (rest.length > 0 && (rest[0] !== "--tmp" || rest.length < 3))) {
+  console.error(
+    "usage: node tools/ci-summary.mjs <report-dir> [runner-exit-code] [--tmp <before> <after> [own-entry...]]",
+  );
   process.exit(2);
 }
+
+/** Entries of `after` that are not in `before` nor the run's own. Pure. */
+function tmpLitter(before, after, own) {
+  const known = new Set([...before, ...own]);
+  return after.filter((name) => !known.has(name)).sort();
+}
+
+const listing = (file) => readFileSync(file, "utf8").split("\n").filter(Boolean);
 let passed = 0;
 let failed = 0;
 let skipped = 0;
@@ -37,6 +49,14 @@ for (const file of readdirSync(reportDir)
 }
 if (Number(runnerExit) !== 0 && failed === 0) failed = 1;
 console.log(lines.join("\n"));
+if (rest.length > 0) {
+  const [, before, after, ...own] = rest;
+  const litter = tmpLitter(listing(before), listing(after), own);
+  if (litter.length > 0) {
+    console.log(`tests left ${litter.length} entries in /tmp (one failed test): ${litter.join(", ")}`);
+    failed += 1;
+  } else console.log("tests left nothing in /tmp");
+}
 const coverageDir = join(reportDir, "coverage");
 if (existsSync(coverageDir)) {
   const rows = [];

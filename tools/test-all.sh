@@ -4,7 +4,8 @@
 # Installs pnpm and the Debian packages the tests use (PyTorch for torch.save interop, Ceph's
 # RADOS Gateway as a real S3 server), installs and builds the workspace, lints, type-checks,
 # starts the S3 server on 127.0.0.1, runs every package's tests, stops the server, and ends
-# with one line: `ci: N passed, N failed`.
+# with one line: `ci: N passed, N failed`. Anything the tests leave in /tmp is named and counts as
+# one failed test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -65,12 +66,17 @@ report_dir=$(mktemp -d /tmp/ckpt-test-reports.XXXXXX)
 # torch 2 makes its inductor cache directory (/tmp/torchinductor_<user>) when a test's ranks start;
 # it lives under the report directory instead, so nothing stays in /tmp.
 export TORCHINDUCTOR_CACHE_DIR=$report_dir/torchinductor
+# /tmp before the tests and after them (the S3 server stopped): a new entry is litter, except the
+# run's own services (the S3 server's state, the report directory).
+ls -A /tmp >"$report_dir/tmp-before.txt"
 log "tests (reports in $report_dir)"
 CKPT_REPORT_DIR=$report_dir NODE_NO_WARNINGS=1 pnpm -r --workspace-concurrency=1 --no-bail run test >&2
 runner_exit=$?
 bash tools/s3-server/ceph-s3.sh stop >&2 || true
 trap - EXIT
-node tools/ci-summary.mjs "$report_dir" "$runner_exit"
+ls -A /tmp >"$report_dir/tmp-after.txt"
+node tools/ci-summary.mjs "$report_dir" "$runner_exit" \
+  --tmp "$report_dir/tmp-before.txt" "$report_dir/tmp-after.txt" "$(basename "$report_dir")" "$(basename "$CEPH_S3_DIR")"
 summary_exit=$?
 # The reports (and the coverage under them) were for the summary above: nothing stays in /tmp.
 rm -rf "$report_dir"

@@ -1,8 +1,16 @@
 // tools/test-utils' own mechanisms: the temporary directory that removes itself and the seeded RNG.
 import { existsSync } from "node:fs";
-import { writeFile } from "node:fs/promises";
+import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { mulberry32, randomInt, seededBytes, seedFrom, testdir } from "@ckpt/test-utils";
+import {
+  makeDcpFixtures,
+  mulberry32,
+  randomInt,
+  seededBytes,
+  seedFrom,
+  testdir,
+  torch2Python,
+} from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 
 describe("testdir", () => {
@@ -51,4 +59,21 @@ describe("the seeded RNG", () => {
     expect(() => seedFrom("SEED", { SEED: "-1" })).toThrow(/expected an integer/);
     expect(Number.isInteger(seedFrom("SEED", {}))).toBe(true);
   });
+});
+
+describe("makeDcpFixtures", () => {
+  it("leaves nothing in TMPDIR: torch's inductor cache goes to a directory of its own, removed after", async () => {
+    const out = await testdir("ckpt-dcp-out-");
+    const tmp = await testdir("ckpt-dcp-tmpdir-");
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    try {
+      const fixtures = await makeDcpFixtures(out, torch2Python(), [2]);
+      expect(Object.keys(fixtures)).toEqual(["ranks2"]);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+    }
+    expect(await readdir(tmp)).toEqual([]);
+  }, 240_000);
 });

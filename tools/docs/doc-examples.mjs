@@ -130,11 +130,15 @@ export async function prepareSandbox(extraEnv = {}) {
     `#!/bin/sh\nexec "${process.execPath}" "${join(ROOT, "apps", "cli", "dist", "bin.js")}" "$@"\n`,
   );
   await fsp.chmod(shim, 0o755);
+  // The examples' own temporaries (mkdtemp, Python's tempfile, torch's caches) land in the scratch
+  // directory and go with it, even when an example fails before its own cleanup.
+  const tmp = join(scratch, ".tmp");
+  await fsp.mkdir(tmp);
   const compiled = await fsp.mkdtemp(join(ROOT, "test", "docs", ".run-"));
   const env = {
     PATH: `${bin}:${process.env.PATH}`,
     HOME: scratch,
-    TMPDIR: tmpdir(),
+    TMPDIR: tmp,
     CKPT_REPO: ROOT,
     NO_COLOR: "1",
     ...(process.env.CI ? { CI: process.env.CI } : {}),

@@ -38,7 +38,10 @@ export interface GlobalOptions {
 
 /**
  * What a command hands back: its exit code, a JSON-able report (printed as-is under --json) and
- * the short human rendering of the same report.
+ * the short human rendering of the same report. A command that makes something (a staged
+ * directory, an archive, a fingerprint) names it in `result`: stdout then carries that alone, for
+ * `$(...)`, and `human` (the statistics) goes to stderr. Without `result`, the report is the
+ * result and `human` goes to stdout.
  */
 export interface CommandOutcome {
   /**
@@ -48,4 +51,5 @@ export interface CommandOutcome {
   readonly exitCode: 0 | 1 | 2 | 3 | 130 | 143;
   readonly report: unknown;
   readonly human: string;
+  readonly result?: string;
 }

@@ -21,7 +21,13 @@ function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void 
   const interrupted = outcome.exitCode === 130 || outcome.exitCode === 143;
   if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
   if (interrupted) write(io.stderr, outcome.human);
-  else if (!options.json && (!options.quiet || outcome.exitCode !== 0)) write(io.stdout, outcome.human);
+  else if (options.json || (options.quiet && outcome.exitCode === 0)) return;
+  else if (outcome.result === undefined) write(io.stdout, outcome.human);
+  else {
+    // A command that makes something prints only what it made on stdout; its account goes to stderr.
+    write(io.stdout, outcome.result);
+    write(io.stderr, outcome.human);
+  }
 }
 
 /** A command's context when it cannot be stopped: a signal that never aborts, notes unused. */

@@ -20,7 +20,7 @@ describe("ckpt artifact fetch", () => {
     const dst = join(dir, "stage");
     const c = captureIo();
     expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dst], c.io)).toBe(0);
-    expect(c.out().split("\n")[0]).toBe(join(dst, "iter_000000300"));
+    expect(c.out()).toBe(`${join(dst, "iter_000000300")}\n`);
     expect(new Uint8Array(await readFile(join(dst, "iter_000000300", "model.pt")))).toEqual(model);
     const again = captureIo();
     expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dst, "--json"], again.io)).toBe(
@@ -41,7 +41,8 @@ describe("ckpt artifact fetch", () => {
     expect(c.out()).toBe("");
     const loud = captureIo();
     expect(await runCli(["artifact", "fetch", "--artifact-uri", uri, "--dst", dir], loud.io)).toBe(0);
-    expect(loud.out()).toBe(`${join(dir, "iter_000000300")}\n(already staged and verified)\n`);
+    expect(loud.out()).toBe(`${join(dir, "iter_000000300")}\n`);
+    expect(loud.err()).toBe("already staged and verified\n");
   });
 
   it("exits 1 with READER_STAGE_FOREIGN over someone else's directory", async () => {

@@ -73,8 +73,9 @@ describe("ckpt artifact publish", () => {
         c.io,
       ),
     ).toBe(0);
-    expect(c.out()).toContain("published");
-    expect(c.out()).toContain("released 1 local payload files");
+    expect(c.out()).toMatch(/^file:\/\/\S+\n$/);
+    expect(c.err()).toContain("published");
+    expect(c.err()).toContain("released 1 local payload files");
     expect((await readdir(dir)).sort()).toEqual([".posttrain-checkpoint-artifact.json", ".uploaded"]);
   });
 
@@ -84,8 +85,8 @@ describe("ckpt artifact publish", () => {
     expect(await runCli([...args, "--delete-local"], captureIo({ env }).io)).toBe(0);
     const again = captureIo({ env });
     expect(await runCli(args, again.io)).toBe(0);
-    expect(again.out()).toContain("skipped");
-    expect(again.out()).toContain("1 payload files were already released locally");
+    expect(again.err()).toContain("skipped");
+    expect(again.err()).toContain("1 payload files were already released locally");
     const destination = `${root}/archive/${PREFIX.replace("checkpoints", "checkpoint_artifacts")}/iter_000000300`;
     await rm(join(destination, "model.pt"));
     const lost = captureIo({ env });

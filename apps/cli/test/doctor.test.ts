@@ -1,6 +1,6 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { testdir } from "@ckpt/test-utils";
+import { smallDisk, testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
@@ -130,6 +130,15 @@ describe("ckpt doctor storage", () => {
     expect(lines[2]).toMatch(/^step\s+result\s+time\s+detail$/);
     expect(lines[3]).toMatch(/^write\s+ok\s+[\d.]+ ms\s+1048576 bytes to /);
     expect(lines.at(-1)).toBe("sound: ckpt's commit sequence holds on this volume.");
+  });
+
+  it("a real tmpfs is volatile: not sound (exit 1), and no power-cut promise is printed", async () => {
+    const disk = await smallDisk(4 * 1024 * 1024);
+    const c = captureIo();
+    expect(await runCli(["doctor", "storage", disk], c.io)).toBe(1);
+    expect(c.out()).toMatch(/^volatile: held in memory: .*not a power cut/m);
+    expect(c.out()).not.toMatch(/power cut once fsync returns/);
+    expect(c.out()).toMatch(/NOT sound:\n {2}- tmpfs is volatile: /);
   });
 
   it("a volume nothing can be written to fails with the step named (exit 1); a missing directory is exit 2", async () => {

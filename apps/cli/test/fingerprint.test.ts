@@ -19,10 +19,10 @@ describe("ckpt fingerprint", () => {
     const b = captureIo();
     expect(await runCli(["fingerprint", dir], a.io)).toBe(0);
     expect(await runCli(["fingerprint", dir], b.io)).toBe(0);
-    const digest = a.out().split("\n")[0]!;
+    const digest = a.out().trimEnd();
     expect(digest).toMatch(/^[0-9a-f]{64}$/);
-    expect(b.out().split("\n")[0]).toBe(digest);
-    expect(a.out().split("\n")[1]).toBe("ckpt.fingerprint.v1, full: 2 files, 4.0 KiB");
+    expect(b.out()).toBe(`${digest}\n`);
+    expect(a.err()).toBe("ckpt.fingerprint.v1, full: 2 files, 4.0 KiB\n");
     const j = captureIo();
     expect(await runCli(["fingerprint", dir, "--json"], j.io)).toBe(0);
     expect(JSON.parse(j.out())).toMatchObject({

@@ -48,8 +48,9 @@ describe("ckpt materialize-hf", () => {
     const dir = out();
     const built = await materialize(artifact, dir);
     expect(built.code).toBe(0);
-    expect(built.out).toMatch(new RegExp(`^built ${dir}: \\d+ tensors in 2 shards`));
-    expect(built.out).toMatch(/verified: \d+ copied tensors .* bit for bit, \d+ expert matrices sampled/);
+    expect(built.out).toBe(`${dir}\n`);
+    expect(built.err).toMatch(new RegExp(`^built ${dir}: \\d+ tensors in 2 shards`));
+    expect(built.err).toMatch(/verified: \d+ copied tensors .* bit for bit, \d+ expert matrices sampled/);
     const again = await materialize(artifact, dir, "--json");
     expect(again.code).toBe(0);
     expect(JSON.parse(again.out)).toMatchObject({

@@ -109,14 +109,16 @@ describe("ckpt merge", () => {
     ];
     const tty = await cli(tv(await base()), { interactive: true });
     expect(tty.code).toBe(0);
-    expect(tty.out).toMatch(
-      /^merged: .*iter_000000300\/model\.pt \(base \+ 0\.5 × Σ\(expert − base\) over 2 experts; no output yet\)/,
+    // stdout is the merged model alone; what happened goes to stderr, after the progress line.
+    expect(tty.out).toBe(`${outPath()}\n`);
+    expect(tty.err).toMatch(
+      /merged: .*iter_000000300\/model\.pt \(base \+ 0\.5 × Σ\(expert − base\) over 2 experts; no output yet\)/,
     );
-    expect(tty.out).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
+    expect(tty.err).toMatch(/2 tensors, .*, sha256 [0-9a-f]{64}/);
     expect(tty.err).toContain("merge [");
     const plain = await cli(tv(join(tmp, "base")));
-    expect(plain.out).toMatch(/^skipped: /);
-    expect(plain.err).toBe("");
+    expect(plain.out).toBe(`${outPath()}\n`);
+    expect(plain.err).toMatch(/^skipped: /);
   });
 
   it("refuses a completed different request with exit 1, naming the remedy; --force replaces it", async () => {

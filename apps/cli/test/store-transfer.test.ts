@@ -21,7 +21,8 @@ describe("ckpt store download / copy", () => {
     const local = join(dir, "out");
     const c = captureIo();
     expect(await runCli(["store", "download", src.uri, local], c.io)).toBe(0);
-    expect(c.out()).toContain("2 downloaded");
+    expect(c.out()).toBe(`${local}\n`);
+    expect(c.err()).toContain("2 downloaded");
     expect(await readFile(join(local, "optim", "__0_0.distcp"), "utf8")).toBe("shard");
     const again = captureIo();
     expect(await runCli(["store", "download", src.uri, local, "--json"], again.io)).toBe(0);
@@ -53,7 +54,7 @@ describe("ckpt store download / copy", () => {
     await writeFile(join(local, "model.pt"), "WEIGHTS");
     const human = captureIo();
     expect(await runCli(["store", "download", src.uri, local], human.io)).toBe(0);
-    expect(human.out()).toContain("1 replaced (same size, different digest)");
+    expect(human.err()).toContain("1 replaced (same size, different digest)");
   });
 
   it("copies a prefix between stores", async () => {

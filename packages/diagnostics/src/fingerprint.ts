@@ -1,14 +1,19 @@
 import { stat } from "node:fs/promises";
-import { extname } from "node:path";
+import { basename, extname } from "node:path";
 import {
   canonicalJson,
   compareCodePoints,
   type HashOptions,
   hashPlannedFiles,
+  isAtomicTemporary,
+  MATERIALIZED_MARKER,
+  MERGE_COMPLETE,
+  OVERLAY_SOURCE,
   planDirectory,
   STAGED_RECORD,
   sha256Hex,
   UPLOADED_MARKER,
+  VALIDATION_STATE_FILE,
 } from "@ckpt/manifest";
 import { DiagnosticsError } from "./errors.js";
 
@@ -36,10 +41,26 @@ export const FAST_FINGERPRINT_EXTENSIONS = [
 ] as const;
 
 /**
- * Top-level files that are bookkeeping about a directory rather than its content, left out of
- * its identity: the archive receipt (written after publishing) and the fetch ownership record.
+ * Top-level files that are ckpt's bookkeeping about a directory rather than its content, left out
+ * of its identity: they say where the bytes came from or went (source paths, destinations, times),
+ * so two copies of the same weights would otherwise differ. The archive receipt and the `.tmp` an
+ * interrupted receipt writer leaves, the fetch ownership record, the provenance records of
+ * materialize-hf and merge, and a full checkpoint's validation state.
  */
-export const FINGERPRINT_EXCLUDED_FILES = [UPLOADED_MARKER.fileName, STAGED_RECORD.fileName] as const;
+export const FINGERPRINT_EXCLUDED_FILES = [
+  UPLOADED_MARKER.fileName,
+  `${UPLOADED_MARKER.fileName}.tmp`,
+  STAGED_RECORD.fileName,
+  MATERIALIZED_MARKER.fileName,
+  OVERLAY_SOURCE.fileName,
+  MERGE_COMPLETE.fileName,
+  VALIDATION_STATE_FILE,
+] as const;
+
+/** Bookkeeping by path: a top-level record above, or ckpt's atomic-write temporary at any depth. */
+function isBookkeeping(path: string, excludedNames: ReadonlySet<string>): boolean {
+  return excludedNames.has(path) || isAtomicTemporary(basename(path));
+}
 
 export type FingerprintMode = "full" | "fast";
 
@@ -57,7 +78,7 @@ export interface DirectoryFingerprint {
   readonly fingerprint: string;
   /** Every file that counts, sorted by path in code-point order. */
   readonly files: readonly FingerprintFile[];
-  /** Files present but left out (FINGERPRINT_EXCLUDED_FILES). */
+  /** Files present but left out (FINGERPRINT_EXCLUDED_FILES, atomic-write temporaries). */
   readonly excluded: readonly string[];
   /** Bytes of the counted files, and of those actually hashed. */
   readonly size: number;
@@ -108,7 +129,7 @@ export async function fingerprintDirectory(
   const mode: FingerprintMode = options.fast ? "fast" : "full";
   const listed = await planDirectory(dir, options.signal, "inside");
   const excludedNames = new Set<string>(FINGERPRINT_EXCLUDED_FILES);
-  const counted = listed.filter((f) => !excludedNames.has(f.label));
+  const counted = listed.filter((f) => !isBookkeeping(f.label, excludedNames));
   const toHash = counted.filter((f) => mode === "full" || !isFastPayload(f.label));
   const digests = await hashPlannedFiles(toHash, options, dir);
   const byLabel = new Map(toHash.map((f, i) => [f.label, digests[i]!]));
@@ -126,7 +147,7 @@ export async function fingerprintDirectory(
     mode,
     fingerprint: fingerprintOf(files, mode),
     files,
-    excluded: listed.filter((f) => excludedNames.has(f.label)).map((f) => f.label),
+    excluded: listed.filter((f) => isBookkeeping(f.label, excludedNames)).map((f) => f.label),
     size: files.reduce((sum, f) => sum + f.size, 0),
     hashedBytes: toHash.reduce((sum, f) => sum + f.size, 0),
   };

@@ -10,17 +10,21 @@ import { DiagnosticsError } from "./errors.js";
  * fsync of the directory):
  * - `local`: the committed file outlives the writing process, and a power cut once the fsyncs
  *   return, but not the machine: other nodes cannot read it and losing the node loses it.
+ * - `volatile`: memory-backed (tmpfs, ramfs): the committed file outlives the writing process but
+ *   not a power cut, a reboot or an unmount, whatever fsync returns; other nodes cannot read it.
  * - `shared-safe`: the committed file outlives the node; every node sees the whole file under its
  *   final name once the rename returns (rename and fsync are carried out by the file server).
  * - `shared-unsafe`: other nodes can read the volume but it promises no atomic rename or durable
  *   fsync (object-store FUSE mounts and the like): a reader may see a partial or stale file, and a
  *   commit record may become visible before the payload it describes.
  */
-export type VolumeTier = "local" | "shared-safe" | "shared-unsafe";
+export type VolumeTier = "local" | "volatile" | "shared-safe" | "shared-unsafe";
 
 export const VOLUME_TIER_PROMISES: Record<VolumeTier, string> = {
   local:
     "survives the death of the writing process (and a power cut once fsync returns), not the loss of this machine; other nodes cannot read it",
+  volatile:
+    "held in memory: survives the death of the writing process, but not a power cut, a reboot or an unmount (fsync writes nothing to a device); other nodes cannot read it",
   "shared-safe":
     "survives the loss of the writing node; other nodes see the whole file under its final name once the rename returns",
   "shared-unsafe":
@@ -44,13 +48,13 @@ const LOCAL_TYPES = new Set([
   "ntfs",
   "ntfs3",
   "overlay",
-  "ramfs",
   "reiserfs",
-  "tmpfs",
   "vfat",
   "xfs",
   "zfs",
 ]);
+/** Memory-backed: nothing reaches a device, so nothing survives a power cut. */
+const VOLATILE_TYPES = new Set(["ramfs", "tmpfs"]);
 const SHARED_SAFE_TYPES = new Set([
   "9p",
   "beegfs",
@@ -74,6 +78,7 @@ const SHARED_SAFE_TYPES = new Set([
 /** The tier a filesystem type implies, or undefined for a type ckpt does not know. Pure. */
 export function classifyFilesystem(fsType: string): VolumeTier | undefined {
   if (LOCAL_TYPES.has(fsType)) return "local";
+  if (VOLATILE_TYPES.has(fsType)) return "volatile";
   if (SHARED_SAFE_TYPES.has(fsType)) return "shared-safe";
   if (fsType === "fuse" || fsType.startsWith("fuse.") || fsType === "fuseblk") return "shared-unsafe";
   return undefined;
@@ -123,6 +128,7 @@ export function mountOf(mounts: readonly MountEntry[], realPath: string): MountE
 const STATFS_TYPES: Record<number, string> = {
   198183888: "lustre",
   16914836: "tmpfs",
+  2240043254: "ramfs",
   16914839: "9p",
   12805120: "ceph",
   428016422: "beegfs",
@@ -331,7 +337,8 @@ export async function probeStorage(
 
 /**
  * The verdict on a probe: sound when every step passed and the tier is `local` or `shared-safe`
- * (`expect: "shared"` also refuses `local`, for a checkpoint directory several nodes must read). Pure.
+ * (`expect: "shared"` also refuses `local`, for a checkpoint directory several nodes must read);
+ * a `volatile` volume is refused: a checkpoint there is lost at the next power cut or reboot. Pure.
  */
 export function storageVerdict(
   report: Pick<StorageProbeReport, "tier" | "probeOk" | "known" | "filesystem" | "steps">,
@@ -346,7 +353,11 @@ export function storageVerdict(
         : `${report.filesystem.type} is a filesystem type ckpt does not know; it is treated as shared-unsafe`,
     );
   }
-  if (expect === "shared" && report.tier === "local") {
+  if (report.tier === "volatile") {
+    reasons.push(
+      `${report.filesystem.type} is volatile: ${VOLUME_TIER_PROMISES.volatile}; write checkpoints to a disk-backed volume`,
+    );
+  } else if (expect === "shared" && report.tier === "local") {
     reasons.push(`${report.filesystem.type} is local: other nodes cannot read what is written here`);
   }
   return { ok: reasons.length === 0, reasons };

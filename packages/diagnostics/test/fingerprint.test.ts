@@ -119,6 +119,49 @@ describe("fingerprintDirectory", () => {
     expect((await fingerprintDirectory(dir)).fingerprint).not.toBe(before.fingerprint);
   });
 
+  it("fingerprints two copies of the same weights alike whatever ckpt's bookkeeping says", async () => {
+    const published = await testdir();
+    const materialized = await testdir();
+    await writeTree(published, NAMES);
+    await writeTree(materialized, NAMES);
+    // One copy was published (receipt, an interrupted receipt write and its temporary) and fetched.
+    await writeFile(join(published, ".uploaded"), '{"destination": "s3://a/run-1"}');
+    await writeFile(join(published, ".uploaded.tmp"), '{"destination": "s3://a/run-');
+    await writeFile(join(published, "..uploaded.tmp-4242-0123456789ab"), "{");
+    await writeFile(join(published, ".staged.json"), '{"source": "s3://a/run-1"}');
+    await writeFile(join(published, ".posttrain-validation.json"), '{"state": "archived"}');
+    // The other was made by materialize-hf and merge, which record their source paths.
+    await writeFile(join(materialized, ".materialized"), '{"source": "/lustre/runs/7/iter_0000100"}');
+    await writeFile(join(materialized, ".overlay_source.json"), '{"source": "/lustre/runs/7"}');
+    await writeFile(join(materialized, ".merge-complete.json"), '{"request": "/home/me/experts"}');
+    await writeFile(join(materialized, "tokenizer", ".tokenizer.json.tmp-4242-0123456789ab"), "{");
+
+    for (const fast of [false, true]) {
+      const a = await fingerprintDirectory(published, { fast });
+      const b = await fingerprintDirectory(materialized, { fast });
+      expect(a.fingerprint).toBe(b.fingerprint);
+      expect(a.files).toEqual(b.files);
+    }
+    expect((await fingerprintDirectory(published)).excluded).toEqual([
+      "..uploaded.tmp-4242-0123456789ab",
+      ".posttrain-validation.json",
+      ".staged.json",
+      ".uploaded",
+      ".uploaded.tmp",
+    ]);
+    expect((await fingerprintDirectory(materialized)).excluded).toEqual([
+      ".materialized",
+      ".merge-complete.json",
+      ".overlay_source.json",
+      "tokenizer/.tokenizer.json.tmp-4242-0123456789ab",
+    ]);
+
+    await flipByte(join(materialized, "model-00002-of-00002.safetensors"), 7);
+    expect((await fingerprintDirectory(materialized)).fingerprint).not.toBe(
+      (await fingerprintDirectory(published)).fingerprint,
+    );
+  });
+
   it("follows a symlink to a file inside, refuses one leading outside or to a directory", async () => {
     const dir = await testdir();
     await writeTree(dir, NAMES);

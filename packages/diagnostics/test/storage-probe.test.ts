@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
-import { chmod, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { testdir } from "@ckpt/test-utils";
+import { smallDisk, testdir } from "@ckpt/test-utils";
 import { describe, expect, it, onTestFinished } from "vitest";
 import {
   classifyFilesystem,
@@ -42,9 +42,8 @@ describe("mount table", () => {
   });
 
   it("classifies filesystem types into tiers; unknown FUSE daemons are unsafe, unknown types unknown", () => {
-    expect(["ext4", "xfs", "tmpfs", "overlay", "zfs"].map(classifyFilesystem)).toEqual(
-      Array(5).fill("local"),
-    );
+    expect(["ext4", "xfs", "overlay", "zfs"].map(classifyFilesystem)).toEqual(Array(4).fill("local"));
+    expect(["tmpfs", "ramfs"].map(classifyFilesystem)).toEqual(["volatile", "volatile"]);
     expect(
       ["nfs", "nfs4", "lustre", "gpfs", "ceph", "9p", "beegfs", "fuse.juicefs"].map(classifyFilesystem),
     ).toEqual(Array(8).fill("shared-safe"));
@@ -100,18 +99,21 @@ describe("probeStorage", () => {
     });
   });
 
-  it("detects tmpfs on /dev/shm as local", async () => {
-    const dir = await mkdtemp("/dev/shm/ckpt-probe-");
-    // Not under tmpdir(), so not a testdir(): removed by hand.
-    onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  it("classifies a real tmpfs as volatile: every step passes, yet no power-cut promise and not sound", async () => {
+    const dir = await smallDisk(4 * 1024 * 1024);
     expect(findmnt(dir)).toBe("tmpfs");
     const report = await probeStorage(dir, { bytes: 1024 });
     expect(report).toMatchObject({
-      tier: "local",
+      tier: "volatile",
       known: true,
       probeOk: true,
-      filesystem: { type: "tmpfs" },
+      filesystem: { type: "tmpfs", mountPoint: dir, detectedBy: "mountinfo" },
     });
+    expect(report.promise).not.toMatch(/power cut once fsync returns/);
+    expect(report.promise).toMatch(/not a power cut/);
+    const verdict = storageVerdict(report);
+    expect(verdict.ok).toBe(false);
+    expect(verdict.reasons).toEqual([expect.stringMatching(/^tmpfs is volatile: .*disk-backed volume$/)]);
   });
 
   it("names the step that failed: a read-back that sees other bytes fails the probe", async () => {

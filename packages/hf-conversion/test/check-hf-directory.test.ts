@@ -1,10 +1,11 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { execFileSync } from "node:child_process";
 import { mkdir, readFile, rename, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { checkHfDirectory, HF_DIRECTORY_PROBLEM_CODES, type HfDirectoryProblemCode } from "../src/index.js";
-import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT } from "./helpers.js";
 
 let root: string;
 let fixture: Fixture;
@@ -13,7 +14,7 @@ const SHARD2 = "model-00002-of-00002.safetensors";
 const INDEX = "model.safetensors.index.json";
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-check-");
+  root = await testdir("ckpt-hf-check-");
   fixture = await makeFixture(join(root, "fx"), "dense", 0, 11);
 }, PYTHON_TIMEOUT);
 

@@ -3,7 +3,7 @@
 // suite runs as root); the base and the checkpoint live elsewhere. A failed mount fails the suite.
 import { readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { fillDisk, smallDisk } from "@ckpt/test-utils";
+import { fillDisk, smallDisk, testdir } from "@ckpt/test-utils";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   type HfConversionError,
@@ -11,15 +11,7 @@ import {
   materializeHf,
   materializeHfIter,
 } from "../src/index.js";
-import {
-  type Fixture,
-  makeArtifact,
-  makeFixture,
-  PYTHON_TIMEOUT,
-  request,
-  scratchDir,
-  snapshot,
-} from "./helpers.js";
+import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, request, snapshot } from "./helpers.js";
 
 const MiB = 1024 * 1024;
 const PAGE = 4096;
@@ -28,7 +20,7 @@ let dense: Fixture;
 let artifactA: string;
 let artifactB: string;
 beforeAll(async () => {
-  const root = await scratchDir("ckpt-hf-disk-");
+  const root = await testdir("ckpt-hf-disk-");
   dense = await makeFixture(join(root, "dense"), "dense", 2, 31);
   artifactA = await makeArtifact(join(root, "art-a"), dense.expert(0));
   artifactB = await makeArtifact(join(root, "art-b"), dense.expert(1));

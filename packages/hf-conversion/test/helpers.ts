@@ -11,7 +11,6 @@ import { makeModelArtifact } from "@ckpt/test-utils";
 import type { MaterializeRequest } from "../src/index.js";
 
 /** A scratch directory for this test file (made in its beforeAll), removed when it ends. */
-export { testdir as scratchDir } from "@ckpt/test-utils";
 
 /** A committed consolidated artifact `<root>/iter_<n>` holding a copy of `modelPt` and its native manifest. */
 export function makeArtifact(root: string, modelPt: string, iteration = 100): Promise<string> {

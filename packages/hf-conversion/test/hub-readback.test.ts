@@ -1,18 +1,18 @@
 // @module-tag torch
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
-import { localHubFetch } from "@ckpt/test-utils";
+import { localHubFetch, testdir } from "@ckpt/test-utils";
 import { openSafetensors } from "@ckpt/tensors";
 import { parseSafetensorsMetadata } from "@huggingface/hub";
 import { beforeAll, describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
-import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT } from "./helpers.js";
 
 let root: string;
 let moe: Fixture;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-hub-");
+  root = await testdir("ckpt-hf-hub-");
   moe = await makeFixture(join(root, "moe"), "moe", 1, 41);
 }, PYTHON_TIMEOUT);
 

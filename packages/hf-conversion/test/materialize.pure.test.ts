@@ -1,13 +1,14 @@
 // materializeHf's refusals that come before anything is read: no generated fixture, so they run in
 // the fast lane.
+import { testdir } from "@ckpt/test-utils";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
-import { request, scratchDir } from "./helpers.js";
+import { request } from "./helpers.js";
 
 /** Paths in a fresh directory: the options are checked before any is opened, so none need exist. */
 async function paths(): Promise<{ artifact: string; base: string; out: string }> {
-  const root = await scratchDir("ckpt-hf-options-");
+  const root = await testdir("ckpt-hf-options-");
   return {
     artifact: join(root, "art-a", "iter_000000100"),
     base: join(root, "dense", "base"),

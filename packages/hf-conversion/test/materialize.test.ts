@@ -1,4 +1,5 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
@@ -23,15 +24,7 @@ import {
   materializeHfIter,
 } from "../src/index.js";
 import { acquireOutputLock } from "../src/materialize/lock.js";
-import {
-  type Fixture,
-  makeArtifact,
-  makeFixture,
-  PYTHON_TIMEOUT,
-  request,
-  scratchDir,
-  snapshot,
-} from "./helpers.js";
+import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, request, snapshot } from "./helpers.js";
 
 let root: string;
 let dense: Fixture;
@@ -41,7 +34,7 @@ let denseB: string;
 let moeA: string;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-materialize-");
+  root = await testdir("ckpt-hf-materialize-");
   [dense, moe] = await Promise.all([
     makeFixture(join(root, "dense"), "dense", 2, 21),
     makeFixture(join(root, "moe"), "moe", 1, 22),

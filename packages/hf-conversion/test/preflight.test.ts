@@ -1,16 +1,17 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { execFileSync } from "node:child_process";
 import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { canonicalTemplate, preflightBase } from "../src/index.js";
-import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+import { copyTree, type Fixture, makeFixture, PYTHON_TIMEOUT } from "./helpers.js";
 
 let root: string;
 let fixture: Fixture;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-preflight-");
+  root = await testdir("ckpt-hf-preflight-");
   fixture = await makeFixture(join(root, "fx"), "moe", 0, 5);
 }, PYTHON_TIMEOUT);
 

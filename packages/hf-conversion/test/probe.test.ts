@@ -1,4 +1,5 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
@@ -9,7 +10,7 @@ import { materializeHf } from "../src/index.js";
 import type { OutputShard } from "../src/plan/mapping.js";
 import { type OpenedSource, openSource } from "../src/source/open.js";
 import { probeShard } from "../src/verify/verify.js";
-import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT } from "./helpers.js";
 
 const SHARD = "model-00001-of-00002.safetensors";
 
@@ -18,7 +19,7 @@ let fixture: Fixture;
 let artifact: string;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-probe-");
+  root = await testdir("ckpt-hf-probe-");
   fixture = await makeFixture(join(root, "dense"), "dense", 1, 31);
   artifact = await makeArtifact(join(root, "art"), fixture.expert(0));
 }, PYTHON_TIMEOUT);

@@ -5,17 +5,17 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { openFileByteSource } from "@ckpt/manifest";
-import { type ReferenceReading, referenceSafetensors } from "@ckpt/test-utils";
+import { type ReferenceReading, referenceSafetensors, testdir } from "@ckpt/test-utils";
 import { openSafetensors } from "@ckpt/tensors";
 import { beforeAll, describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
-import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, request, scratchDir } from "./helpers.js";
+import { type Fixture, makeArtifact, makeFixture, PYTHON_TIMEOUT, request } from "./helpers.js";
 
 let root: string;
 let moe: Fixture;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-reference-");
+  root = await testdir("ckpt-hf-reference-");
   moe = await makeFixture(join(root, "moe"), "moe", 1, 43);
 }, PYTHON_TIMEOUT);
 

@@ -1,17 +1,18 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { execFileSync } from "node:child_process";
 import { appendFile, copyFile, rename, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { hashFile } from "@ckpt/manifest";
 import { beforeAll, describe, expect, it } from "vitest";
 import { openSource } from "../src/source/open.js";
-import { type Fixture, makeFixture, PYTHON_TIMEOUT, scratchDir } from "./helpers.js";
+import { type Fixture, makeFixture, PYTHON_TIMEOUT } from "./helpers.js";
 
 let root: string;
 let fixture: Fixture;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-source-");
+  root = await testdir("ckpt-hf-source-");
   fixture = await makeFixture(join(root, "fx"), "dense", 2, 91);
 }, PYTHON_TIMEOUT);
 

@@ -1,4 +1,5 @@
 // @module-tag torch
+import { testdir } from "@ckpt/test-utils";
 import { cp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -10,7 +11,6 @@ import {
   makeFixture,
   PYTHON_TIMEOUT,
   request,
-  scratchDir,
   snapshot,
 } from "./helpers.js";
 
@@ -22,7 +22,7 @@ let artifact: string;
 let outs = 0;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-staged-");
+  root = await testdir("ckpt-hf-staged-");
   fixture = await makeFixture(join(root, "fx"), "dense", 1, 23);
   artifact = await makeArtifact(join(root, "ckpt"), fixture.expert(0));
   withTemplates = await copyTree(fixture.base, join(root, "base-templates"));

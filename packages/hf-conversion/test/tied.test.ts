@@ -3,10 +3,10 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { f32ToBf16Bytes, writeShardedSafetensors, writeTorchFile } from "@ckpt/tensors";
-import { makeModelArtifact } from "@ckpt/test-utils";
+import { makeModelArtifact, testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
-import { request, scratchDir } from "./helpers.js";
+import { request } from "./helpers.js";
 
 const SHAPES: Record<string, number[]> = { "model.embed_tokens.weight": [32, 8], "model.norm.weight": [8] };
 const bf16 = (n: number, value: (i: number) => number) => {
@@ -23,7 +23,7 @@ let root = "";
 let base = "";
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-tied-");
+  root = await testdir("ckpt-hf-tied-");
   base = join(root, "base");
   const tensors = Object.entries(SHAPES).map(([name, shape]) => ({ name, dtype: "BF16" as const, shape }));
   await writeShardedSafetensors(base, tensors, (t) => bf16(numel(t.shape), () => 0.5), {

@@ -3,10 +3,10 @@ import { execFile } from "node:child_process";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { torch2Python } from "@ckpt/test-utils";
+import { torch2Python, testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
-import { copyTree, makeArtifact, makeFixture, PYTHON_TIMEOUT, request, scratchDir } from "./helpers.js";
+import { copyTree, makeArtifact, makeFixture, PYTHON_TIMEOUT, request } from "./helpers.js";
 
 /** Saves a word-level tokenizer with transformers into the base named by argv[1]. */
 const SAVE_TOKENIZER = `
@@ -59,7 +59,7 @@ let base: string;
 let artifact: string;
 
 beforeAll(async () => {
-  root = await scratchDir("ckpt-hf-unified-");
+  root = await testdir("ckpt-hf-unified-");
   const fixture = await makeFixture(join(root, "fx"), "dense", 1, 17);
   artifact = await makeArtifact(join(root, "ckpt"), fixture.expert(0));
   base = await copyTree(fixture.base, join(root, "base"));

@@ -96,7 +96,14 @@ export {
 } from "./layout/prefixes.js";
 
 // --- hashing and atomic local writes (src/hash, src/fs)
-export { commitLast, fsyncDirectory, fsyncFile, removeTemporaries, writeFileAtomic } from "./fs/atomic.js";
+export {
+  commitLast,
+  fsyncDirectory,
+  fsyncFile,
+  isAtomicTemporary,
+  removeTemporaries,
+  writeFileAtomic,
+} from "./fs/atomic.js";
 export { WRITE_SLICE_BYTES, writeFully } from "./fs/write-fully.js";
 export { compareFileRanges, type RangePair } from "./fs/compare-ranges.js";
 export {

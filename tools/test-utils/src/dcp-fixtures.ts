@@ -3,7 +3,7 @@ import { cp } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { beforeAll } from "vitest";
-import { testdir } from "./index.js";
+import { makeTempDir, testdir } from "./index.js";
 import { torch2Python } from "./python.js";
 
 /** tools/fixtures/make_dcp_fixtures.py: DCP directories written by real torch.distributed.checkpoint on gloo ranks. */
@@ -52,12 +52,22 @@ export async function makeDcpFixtures(
   python: string,
   ranks: readonly number[],
 ): Promise<Record<string, DcpFixture>> {
-  const { stdout } = await promisify(execFile)(
-    python,
-    [DCP_FIXTURE_GENERATOR, "--out", out, "--ranks", ranks.join(",")],
-    { maxBuffer: 64 * 1024 * 1024 },
-  );
-  return JSON.parse(stdout) as Record<string, DcpFixture>;
+  // torch's ranks make their inductor cache (<TMPDIR>/torchinductor_<user>) as they start: give
+  // them a temporary directory of their own, removed after, so nothing of theirs stays in /tmp.
+  const { dir: tmp, cleanup } = await makeTempDir("ckpt-torch-tmp-");
+  try {
+    const { stdout } = await promisify(execFile)(
+      python,
+      [DCP_FIXTURE_GENERATOR, "--out", out, "--ranks", ranks.join(",")],
+      {
+        maxBuffer: 64 * 1024 * 1024,
+        env: { ...process.env, TMPDIR: tmp, TORCHINDUCTOR_CACHE_DIR: join(tmp, "torchinductor") },
+      },
+    );
+    return JSON.parse(stdout) as Record<string, DcpFixture>;
+  } finally {
+    await cleanup();
+  }
 }
 
 /** A test file's real torch 2 DCP fixtures (see {@link realDcpFixtures}). */

@@ -14,22 +14,62 @@ interface DemoArgs {
 
 const MARK: Record<string, string> = { ok: "ok", skipped: "..", failed: "!!" };
 
-/** The human rendering: one line per step, what resume did about the fault, then the inventory. */
-function renderDemo(report: DemoReport): string {
-  const lines = report.steps.map((s) => `[${MARK[s.status]}] ${s.title}\n     ${s.summary}`);
+/** A step's mark: a resume the manager refused (or could not load) is its answer, never `[ok]`. */
+function stepMark(step: DemoReport["steps"][number], report: DemoReport): string {
+  const resume = report.resume;
+  const refused = resume?.decision.kind === "refused" || resume?.load?.ok === false;
+  return step.id === "resume" && step.status === "ok" && refused ? "no" : MARK[step.status]!;
+}
+
+/** Paths inside the demo directory written relative to it (also as file:// URIs). Pure. */
+function relativeToDemo(text: string, dir: string): string {
+  return text.replaceAll(`file://${dir}/`, "").replaceAll(`${dir}/`, "").replaceAll(dir, ".");
+}
+
+/** Commands to run next, from inside the demo directory, on what the demo left. Pure. */
+function whatNext(report: DemoReport): string[] {
+  const where = (prefix: string) => report.inventory.find((r) => r.what.startsWith(prefix))?.where;
+  const latest = where("latest full checkpoint");
+  const staged = where("staged artifact");
+  const hf = where("materialized HF");
+  const dir = (path: string) => path.slice(0, path.lastIndexOf("/"));
+  const commands: Array<[string, string]> = [];
+  if (latest !== undefined) {
+    commands.push([
+      `ckpt run status ${latest.split("/checkpoints/")[0]}`,
+      "every checkpoint, and what resume picks",
+    ]);
+    commands.push([`ckpt verify ${dir(latest)}`, "prove the latest checkpoint's bytes"]);
+  }
+  if (staged !== undefined)
+    commands.push([`ckpt fingerprint ${dir(staged)}`, "the fetched artifact's identity"]);
+  if (hf !== undefined)
+    commands.push([`ckpt inspect ${dir(hf)}`, "the Hugging Face export, tensor by tensor"]);
+  commands.push([`ckpt demo --dir ${report.dir} --clean`, "remove everything the demo made"]);
+  const width = Math.max(...commands.map(([c]) => c.length));
+  return [`what next (from ${report.dir}):`, ...commands.map(([c, why]) => `  ${c.padEnd(width)}  # ${why}`)];
+}
+
+/** The human rendering: one line per step, what resume did about the fault, the inventory, what next. */
+export function renderDemo(report: DemoReport): string {
+  const rel = (text: string) => relativeToDemo(text, report.dir);
+  const lines = report.steps.map((s) => `[${stepMark(s, report)}] ${s.title}\n     ${rel(s.summary)}`);
   if (report.resume) {
     const d = report.resume.decision;
     lines.push(
       "",
-      `fault ${report.fault}: ${report.resume.fault.what}`,
-      d.kind === "checkpoint"
-        ? `resume decision: iteration ${d.iteration} — ${d.reason}`
-        : d.kind === "fresh"
-          ? `resume decision: start fresh — ${d.reason}`
-          : `resume decision: refused (${d.code}) — ${d.reason}`,
+      `fault ${report.fault}: ${rel(report.resume.fault.what)}`,
+      rel(
+        d.kind === "checkpoint"
+          ? `resume decision: iteration ${d.iteration} — ${d.reason}`
+          : d.kind === "fresh"
+            ? `resume decision: start fresh — ${d.reason}`
+            : `resume decision: refused (${d.code}) — ${d.reason}`,
+      ),
     );
     const load = report.resume.load;
-    if (load && !load.ok) lines.push(`loading the chosen checkpoint failed (${load.code}): ${load.reason}`);
+    if (load && !load.ok)
+      lines.push(rel(`loading the chosen checkpoint failed (${load.code}): ${load.reason}`));
   }
   if (report.inventory.length > 0) {
     lines.push(
@@ -47,12 +87,21 @@ function renderDemo(report: DemoReport): string {
       ),
     );
   }
-  const counts = ["ok", "skipped", "failed"]
-    .map((k) => [k, report.steps.filter((s) => s.status === k).length] as const)
+  const marks = report.steps.map((s) => stepMark(s, report));
+  const counts = (
+    [
+      ["ok", "ok"],
+      ["no", "refused"],
+      ["..", "skipped"],
+      ["!!", "failed"],
+    ] as const
+  )
+    .map(([mark, word]) => [word, marks.filter((m) => m === mark).length] as const)
     .filter(([, n]) => n > 0)
-    .map(([k, n]) => `${n} ${k}`)
+    .map(([word, n]) => `${n} ${word}`)
     .join(", ");
   lines.push("", `${counts} in ${(report.wall_ms / 1000).toFixed(1)} s; everything is under ${report.dir}`);
+  if (report.ok) lines.push("", ...whatNext(report));
   return lines.join("\n");
 }
 

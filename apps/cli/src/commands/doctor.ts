@@ -99,7 +99,7 @@ const doctorStorageCommand: CkptCommand<StorageArgs> = {
   command: "storage <dir>",
   exitCodes: { 1: "not sound: a step failed or the volume breaks --expect" },
   describe:
-    "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, shared-safe or shared-unsafe",
+    "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, volatile (tmpfs), shared-safe or shared-unsafe",
   builder: (yargs) =>
     yargs
       .positional("dir", {
@@ -114,7 +114,7 @@ const doctorStorageCommand: CkptCommand<StorageArgs> = {
       })
       .example(
         "ckpt doctor storage /lustre/ckpt",
-        "exit 0 when the volume is local or shared-safe and every step passed",
+        "exit 0 when the volume is local or shared-safe and every step passed; tmpfs is volatile and fails",
       )
       .example(
         "ckpt doctor storage /mnt/shared/ckpt --expect shared --json",

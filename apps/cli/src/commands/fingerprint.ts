@@ -9,22 +9,21 @@ interface FingerprintArgs {
   files: boolean;
 }
 
-/** The fingerprint on the first line (for `$(...)`), then what it covers. */
+/** The result: the fingerprint alone (for `$(...)`), then with --files one row per file it covers. */
 function renderFingerprint(f: DirectoryFingerprint, withFiles: boolean): string {
+  const rows = f.files.map(
+    (file) => `${file.sha256 ?? "-".repeat(64)}  ${String(file.size).padStart(12)}  ${file.path}`,
+  );
+  return [f.fingerprint, ...(withFiles ? rows : [])].join("\n");
+}
+
+/** What the fingerprint covers, for stderr. */
+function describeFingerprint(f: DirectoryFingerprint): string {
   const lines = [
-    f.fingerprint,
     `${f.schema}, ${f.mode}: ${f.files.length} files, ${formatBytes(f.size)}` +
       (f.mode === "fast" ? ` (${formatBytes(f.hashedBytes)} hashed; weight files by path and size)` : ""),
   ];
   if (f.excluded.length > 0) lines.push(`left out (bookkeeping, not content): ${f.excluded.join(", ")}`);
-  if (withFiles) {
-    lines.push(
-      "",
-      ...f.files.map(
-        (file) => `${file.sha256 ?? "-".repeat(64)}  ${String(file.size).padStart(12)}  ${file.path}`,
-      ),
-    );
-  }
   return lines.join("\n");
 }
 
@@ -50,19 +49,25 @@ export const fingerprintCommand: CkptCommand<FingerprintArgs> = {
         default: false,
         describe: "Also list every file with its size and sha256",
       })
-      .example("ckpt fingerprint ./hf-model", "prints the ckpt.fingerprint.v1 digest on the first line")
+      .example(
+        "ckpt fingerprint ./hf-model",
+        "prints the ckpt.fingerprint.v1 digest alone on stdout (what it covers goes to stderr)",
+      )
       .example(
         "ckpt fingerprint /lustre/bases/qwen-vl-8b --fast --json",
         "seal a plan on a large base without reading its weights; the JSON lists every file",
       ),
   async run(args, io) {
     const { fingerprintDirectory } = await import("@ckpt/diagnostics");
-    const progress = createProgress(io, "hash");
+    const progress = createProgress(io, "hash", { files: true });
     let result: DirectoryFingerprint;
     try {
       result = await fingerprintDirectory(args.dir, {
         fast: args.fast,
-        onProgress: (e) => progress.update(e.doneBytes, e.totalBytes, e.path),
+        onProgress: (e) => {
+          if (e.type === "file-done") progress.fileDone(e.path);
+          else progress.update(e.doneBytes, e.totalBytes, e.path);
+        },
       });
     } finally {
       progress.finish();
@@ -70,7 +75,8 @@ export const fingerprintCommand: CkptCommand<FingerprintArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, path: args.dir, ...result },
-      human: renderFingerprint(result, args.files),
+      result: renderFingerprint(result, args.files),
+      human: describeFingerprint(result),
     };
   },
 };

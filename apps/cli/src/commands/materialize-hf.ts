@@ -185,6 +185,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, ...report, lockWaitedFor: waited ?? null },
+      result: report.out,
       human,
     };
   },

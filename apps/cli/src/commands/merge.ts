@@ -129,6 +129,6 @@ export const mergeCommand: CkptCommand<MergeArgs> = {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.tensor);
       },
     );
-    return { exitCode: 0, report: { ok: true, ...report }, human: renderMerge(report) };
+    return { exitCode: 0, report: { ok: true, ...report }, result: report.out, human: renderMerge(report) };
   },
 };

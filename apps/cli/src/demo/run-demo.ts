@@ -16,6 +16,26 @@ const DEMO_REPORT_SCHEMA = "ckpt.demo-report.v1";
 
 type StepStatus = "ok" | "skipped" | "failed";
 
+/**
+ * What retention removed, short: whole checkpoints by iteration, then component files by name for
+ * the checkpoints that stayed (`iter 20; optim.pt of iter 40`). Pure.
+ */
+export function retentionSummary(removed: readonly string[]): string {
+  const iteration = (dir: string) => Number(dir.replace(/^iter_0*/, "") || "0");
+  const whole = removed.filter((p) => !p.includes("/"));
+  const parts = new Map<string, number[]>();
+  for (const path of removed) {
+    const [dir, file] = path.split("/", 2);
+    if (file === undefined || whole.includes(dir!)) continue;
+    parts.set(file, [...(parts.get(file) ?? []), iteration(dir!)]);
+  }
+  const pieces = [
+    ...(whole.length > 0 ? [`iter ${whole.map(iteration).join(", ")}`] : []),
+    ...[...parts].map(([file, iters]) => `${file} of iter ${iters.join(", ")}`),
+  ];
+  return `retention removed ${pieces.length === 0 ? "nothing" : pieces.join("; ")}`;
+}
+
 interface DemoStep {
   readonly id: string;
   readonly title: string;
@@ -195,7 +215,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const removed = worker.saves.flatMap((s) => s.retention?.removed ?? []);
     return (
       `pid ${worker.pid}: full checkpoints at ${full.join(", ") || "none"}; artifact at ${artifacts.join(", ") || "none"}` +
-      `; retention removed ${removed.length === 0 ? "nothing" : removed.join(", ")}`
+      `; ${retentionSummary(removed)}`
     );
   });
 
@@ -269,10 +289,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
     const d = report.resume.decision;
     const from = d.kind === "checkpoint" ? `iteration ${d.iteration}` : d.kind;
     const removed = resumed.saves.flatMap((s) => s.retention?.removed ?? []);
-    return (
-      `resumed from ${from} (${d.reason}); saved ${resumed.saves.map((s) => s.iteration).join(", ")}` +
-      `; retention removed ${removed.length === 0 ? "nothing" : removed.join(", ")}`
-    );
+    return `resumed from ${from}; saved ${resumed.saves.map((s) => s.iteration).join(", ")}; ${retentionSummary(removed)}`;
   });
 
   // --- the artifact: publish, verify, fetch, prune

@@ -3,7 +3,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { VERIFY_KINDS } from "@ckpt/verify";
 import { z } from "zod";
-import { describeError } from "../errors.js";
+import { describeFailure } from "@ckpt/command-line";
 import { RequestBudget } from "./budget.js";
 import {
   attemptEvidence,
@@ -47,7 +47,7 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
       const { report, text } = await work(budget);
       return { content: [{ type: "text", text }], structuredContent: report };
     } catch (error) {
-      const { code, message } = describeError(error);
+      const { code, message } = describeFailure(error);
       return {
         isError: true,
         content: [{ type: "text", text: `${code}: ${message}` }],

@@ -37,6 +37,11 @@ export interface AtomicWriteResult {
 // fixed shape lets `findTemporaries` recognise exactly what this tool created and nothing else.
 const TEMP_PATTERN = /^\.(.+)\.tmp-(\d+)-([0-9a-f]{12})$/;
 
+/** True when `name` (a file name, not a path) has the shape of this tool's atomic-write temporaries. */
+export function isAtomicTemporary(name: string): boolean {
+  return TEMP_PATTERN.test(name);
+}
+
 /** The temporary name used for `target`, in the same directory so the final rename is atomic. */
 export function temporaryPathFor(target: string): string {
   return join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(6).toString("hex")}`);

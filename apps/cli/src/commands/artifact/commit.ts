@@ -64,6 +64,7 @@ export const commitCommand: CkptCommand<CommitArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, ...committed },
+      result: args.dir,
       human: `committed ${committed.manifestPath}: ${names} (${formatBytes(committed.bytes)})${ignored}`,
     };
   },

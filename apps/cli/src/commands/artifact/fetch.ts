@@ -13,7 +13,7 @@ interface FetchArgs {
 export const fetchCommand: CkptCommand<FetchArgs> = {
   command: "fetch",
   describe:
-    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path",
+    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path alone on stdout",
   builder: (yargs) =>
     withCredentialsOption(
       yargs
@@ -44,7 +44,7 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     ]);
     const { credentials } = resolveStoreDefaults({ credentials: args.credentials }, io);
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
-    const progress = createProgress(io, "fetch", { quiet: args.quiet });
+    const progress = createProgress(io, "fetch", { quiet: args.quiet, files: true });
     leaves(
       `staged download kept in ${args.dst} (verified files and partial ones are resumed, never re-downloaded); run the same command again to resume`,
     );
@@ -53,6 +53,7 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
       [progress],
       (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);
+        else if (event.type === "file-done") progress.fileDone(event.path);
       },
     );
     const note = report.upToDate
@@ -61,7 +62,8 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, ...report },
-      human: `${report.stagedDir}\n(${note})`,
+      result: report.stagedDir,
+      human: note,
     };
   },
 };

@@ -212,7 +212,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     }
     const quiet = args.quiet || args.json;
     const hashing = createProgress(io, "hash", { quiet });
-    const uploading = createProgress(io, "upload", { quiet });
+    const uploading = createProgress(io, "upload", { quiet, files: true });
     const report = await drainWithProgress(
       publishArtifactIter(dir, store, {
         deleteLocal: args["delete-local"],
@@ -226,8 +226,10 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         else if (event.type === "plan") hashing.finish();
         else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
         else if (event.type === "declaration") progress.declared = true;
-        else if (event.type === "uploaded") progress.uploaded++;
-        else if (event.type === "committed") progress.committed = true;
+        else if (event.type === "uploaded") {
+          progress.uploaded++;
+          uploading.fileDone(event.path);
+        } else if (event.type === "committed") progress.committed = true;
         else if (event.type === "receipt") progress.receipted = true;
         leaves(publishLeaves(uri, progress));
       },
@@ -255,6 +257,6 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     if (report.removed.length > 0) {
       lines.push(`released ${report.removed.length} local payload files, ${formatBytes(report.freed_bytes)}`);
     }
-    return { exitCode: 0, report: { ok: true, ...report }, human: lines.join("\n") };
+    return { exitCode: 0, report: { ok: true, ...report }, result: report.uri, human: lines.join("\n") };
   },
 };

@@ -69,7 +69,8 @@ export const copyCommand: CkptCommand<CopyArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, src: src.uri, dst: dst.uri, ...report },
-      human: `${dst.uri}: ${transferSummary(report, "copied")}`,
+      result: dst.uri,
+      human: transferSummary(report, "copied"),
     };
   },
 };

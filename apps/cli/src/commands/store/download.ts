@@ -48,7 +48,8 @@ export const downloadCommand: CkptCommand<DownloadArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, uri: store.uri, localDir: args.localDir, ...report },
-      human: `${args.localDir}: ${transferSummary(report, "downloaded")}`,
+      result: args.localDir,
+      human: transferSummary(report, "downloaded"),
     };
   },
 };
