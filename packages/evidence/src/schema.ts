@@ -131,7 +131,7 @@ const attemptSchema = z.strictObject({
 const storageSchema = z.strictObject({
   dir: z.string(),
   /** The tier the volume's filesystem type implies (`ckpt doctor storage`). */
-  tier: z.enum(["local", "shared-safe", "shared-unsafe"]),
+  tier: z.enum(["local", "volatile", "shared-safe", "shared-unsafe"]),
   filesystem: z.string(),
   known: z.boolean(),
   promise: z.string(),
