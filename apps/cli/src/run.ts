@@ -87,7 +87,11 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     const exitCodes =
       entry.abortCode === undefined
         ? entry.exitCodes
-        : { ...entry.exitCodes, [STOP_EXIT_CODES.SIGINT]: "stopped by SIGINT", [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM" };
+        : {
+            ...entry.exitCodes,
+            [STOP_EXIT_CODES.SIGINT]: "stopped by SIGINT",
+            [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM",
+          };
     target.command(
       entry.command,
       entry.describe,
