@@ -40,7 +40,12 @@ const REPORTERS = [
   "evidence",
   "run status",
   "resumable",
+  "gc",
+  "drill",
+  "resumed",
 ];
+/** Commands whose stdout is a protocol (`ckpt mcp` speaks MCP over stdio; --print-config is its report). */
+const SERVERS = ["mcp"];
 
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 
@@ -75,7 +80,7 @@ async function twice(args: string[], env: NodeJS.ProcessEnv, jsonArgs = args) {
 
 describe("stdout carries only the result", () => {
   it("every command is either a maker (result alone on stdout) or a reporter", () => {
-    expect([...MAKERS, ...REPORTERS].sort()).toEqual(leaves(commands).sort());
+    expect([...MAKERS, ...REPORTERS, ...SERVERS].sort()).toEqual(leaves(commands).sort());
   });
 
   it("each maker's success path prints exactly what it made on stdout; --json prints one JSON document", async () => {

@@ -82,10 +82,7 @@ function renderEvidence(bundle: Evidence): string {
 
 export const evidenceCommand: CkptCommand<EvidenceArgs> = {
   command: "evidence <dir>",
-  exitCodes: {
-    1: "a problem of error severity (warnings do not fail it)",
-    2: "the path is neither a run nor an attempt",
-  },
+  exitCodes: { 1: "a problem of error severity (warnings do not fail it)" },
   describe:
     "The ckpt.evidence.v2 bundle of a run or one attempt: attempts, checkpoints and artifacts (resumable, retention, archive, verify), the volume's tier, problems from a closed set",
   builder: (yargs) =>
