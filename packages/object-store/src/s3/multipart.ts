@@ -43,7 +43,10 @@ export async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo
   const partSize = effectivePartSize(size ?? 0, options?.partSize);
   const concurrency = Math.max(1, options?.concurrency ?? DEFAULT_CONCURRENCY);
   const { sdk, client } = await ctx.load();
-  const created = await retrying(ctx, "start multipart upload of", subject, options, (abortSignal) =>
+  // Not cut short by the caller's signal: an upload the server created while its answer was on the
+  // way would be left open with no id to abort it by. The signal is honoured right after.
+  const creation = options?.timeoutMs === undefined ? undefined : { timeoutMs: options.timeoutMs };
+  const created = await retrying(ctx, "start multipart upload of", subject, creation, (abortSignal) =>
     client.send(
       new sdk.CreateMultipartUploadCommand({
         Bucket: ctx.bucket,
@@ -66,6 +69,7 @@ export async function multipartPut(ctx: Ctx, upload: Upload): Promise<ObjectInfo
   const parts: Array<{ PartNumber: number; ETag: string }> = [];
   let sent = 0;
   try {
+    if (options?.signal?.aborted) throw abortError(subject, options.signal);
     const hash = createHash("sha256");
     const allocate = (bytes: number) => ctx.parts.acquire(bytes, signal, subject);
     const source = (async function* () {
