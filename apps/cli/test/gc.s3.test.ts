@@ -3,7 +3,7 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   createTestBucket,
-  openUploadKeys,
+  openMultipartUploads,
   s3TestEnv,
   startIncompleteUpload,
   testCredentials,
@@ -68,7 +68,7 @@ describe("ckpt gc on S3", () => {
         action: "would abort",
       }),
     ]);
-    expect(await openUploadKeys(env, bucket)).toEqual([
+    expect(await openMultipartUploads(env, bucket)).toEqual([
       "other/model.pt",
       "proj/run-a/iter_1/model.pt",
       "proj/run-ab/model.pt",
@@ -80,11 +80,11 @@ describe("ckpt gc on S3", () => {
       action: "kept",
       reason: expect.stringMatching(/in flight/),
     });
-    expect(await openUploadKeys(env, bucket)).toHaveLength(3);
+    expect(await openMultipartUploads(env, bucket)).toHaveLength(3);
 
     const applied = await gc([uri, "--apply", "--older-than", "0s"], credentials);
     expect(applied.report).toMatchObject({ ok: true, dry_run: false, freed_bytes: part.length });
     expect(applied.report.items[0]?.action).toBe("aborted");
-    expect(await openUploadKeys(env, bucket)).toEqual(["other/model.pt", "proj/run-ab/model.pt"]);
+    expect(await openMultipartUploads(env, bucket)).toEqual(["other/model.pt", "proj/run-ab/model.pt"]);
   });
 });

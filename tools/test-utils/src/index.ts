@@ -105,6 +105,5 @@ export {
   createTestBucket,
   openMultipartUploads,
   putRawObject,
-  openUploadKeys,
   startIncompleteUpload,
 } from "./s3-env.js";

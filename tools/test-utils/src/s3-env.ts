@@ -114,16 +114,15 @@ export async function createTestBucket(
   return { bucket, cleanup };
 }
 
-/** The keys of the multipart uploads still open under `prefix` (ListMultipartUploads). */
-export async function openMultipartUploads(
-  env: S3TestEnv,
-  bucket: string,
-  prefix: string,
-): Promise<string[]> {
+/**
+ * The keys of the multipart uploads still open under `prefix` (the whole bucket by default),
+ * sorted: ListMultipartUploads behind every store's back.
+ */
+export async function openMultipartUploads(env: S3TestEnv, bucket: string, prefix = ""): Promise<string[]> {
   const client = rawClient(env);
   try {
     const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix }));
-    return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key]));
+    return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key])).sort();
   } finally {
     client.destroy();
   }
@@ -165,17 +164,6 @@ export async function startIncompleteUpload(
       new UploadPartCommand({ Bucket: bucket, Key: key, UploadId, PartNumber: 1, Body: part }),
     );
     return UploadId!;
-  } finally {
-    client.destroy();
-  }
-}
-
-/** The keys of the multipart uploads still open in `bucket` (listed behind every store's back), sorted. */
-export async function openUploadKeys(env: S3TestEnv, bucket: string): Promise<string[]> {
-  const client = rawClient(env);
-  try {
-    const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
-    return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key])).sort();
   } finally {
     client.destroy();
   }
