@@ -112,17 +112,37 @@ class _HashedStorageInfo(_StorageInfo):
         return _StorageInfo(self.relative_path, self.offset, self.length, self.transform_descriptors)
 
 
-class _HashingStream:
-    """A write-only, append-only file stream that hashes what it writes. It has no ``seek``: a
-    writer that moved backwards would make the running digest describe other bytes.
+class _AppendOnlyStream:
+    """What DCP asks of a write stream that only appends: ``size`` bytes written so far, ``tell``,
+    and a ``seek`` refused by code (a writer that moved backwards would make the running digest, or
+    the object being streamed, describe other bytes). ``_NO_SEEK`` says why, for the error."""
+
+    _NO_SEEK = ""
+    size = 0
+
+    def writable(self):
+        return True
+
+    def tell(self):
+        return self.size
+
+    def seek(self, *_args):
+        raise CkptDcpError("DCP_WRITE_NOT_SEQUENTIAL", "%s: a DCP writer tried to seek; %s"
+                           % (self._subject, self._NO_SEEK))
+
+
+class _HashingStream(_AppendOnlyStream):
+    """A write-only, append-only file stream that hashes what it writes.
 
     A large write is hashed on a thread of the stream's own while this thread writes it: a save
     waits on the page cache's writeback most of the time, and the hash fills that wait instead of
     adding to it. ``write`` returns only when both are done, so the caller may reuse its buffer."""
 
+    _NO_SEEK = "the hashing writer only appends. Use the stock FileSystemWriter for this serialization format"
+
     def __init__(self, raw, path):
         self._raw = raw
-        self._path = path
+        self._subject = path
         self._sha = hashlib.sha256()
         self._hasher = None
         self.size = 0
@@ -149,16 +169,6 @@ class _HashingStream:
                 hashed.result()
         self.size += len(view)
         return len(view)
-
-    def writable(self):
-        return True
-
-    def tell(self):
-        return self.size
-
-    def seek(self, *_args):
-        raise CkptDcpError("DCP_WRITE_NOT_SEQUENTIAL", "%s: a DCP writer tried to seek; the hashing writer only "
-                           "appends. Use the stock FileSystemWriter for this serialization format" % self._path)
 
     def flush(self):
         self._raw.flush()
@@ -476,13 +486,15 @@ class _DataConnection:
                 pass
 
 
-class _UploadStream:
+class _UploadStream(_AppendOnlyStream):
     """A write-only stream whose bytes go, frame by frame, to one object: the data process uploads
     them as they come (nothing is held whole on either side) and answers with the size and SHA-256
     of what it stored. An upload not finished (an exception in the writer) is never stored."""
 
+    _NO_SEEK = "an object is written in one pass. Use the stock serialization format"
+
     def __init__(self, data, uri):
-        self._uri = uri
+        self._uri = self._subject = uri
         self._conn = data.connect()
         self._conn.send_header(op="put", uri=uri)
         self.size = 0
@@ -492,16 +504,6 @@ class _UploadStream:
         self._conn.send_frame(view)
         self.size += len(view)
         return len(view)
-
-    def writable(self):
-        return True
-
-    def tell(self):
-        return self.size
-
-    def seek(self, *_args):
-        raise CkptDcpError("DCP_WRITE_NOT_SEQUENTIAL", "%s: a DCP writer tried to seek; an object is written in "
-                           "one pass. Use the stock serialization format" % self._uri)
 
     def flush(self):
         pass
