@@ -5,6 +5,7 @@ import {
   concurrencyOf,
   type Destination,
   hashFile,
+  isAtomicTemporary,
   mapPool,
   type SizedFileEntry,
   UPLOADED_MARKER,
@@ -62,7 +63,7 @@ function isReceiptBookkeeping(relative: string): boolean {
   return (
     relative === UPLOADED_MARKER.fileName ||
     relative === `${UPLOADED_MARKER.fileName}.tmp` ||
-    /^\.\.uploaded\.tmp-\d+-[0-9a-f]{12}$/.test(relative)
+    (isAtomicTemporary(relative) && relative.startsWith(`.${UPLOADED_MARKER.fileName}.tmp-`))
   );
 }
 
