@@ -2,12 +2,12 @@
 // realpath-based executor on a real tree with symbolic links out of the root, loops and `..`.
 import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { isInside } from "@ckpt/manifest";
 import { testdir } from "@ckpt/test-utils";
 import { beforeAll, describe, expect, it } from "vitest";
 import {
   type GuardedRoot,
   guardedRoot,
-  isInside,
   lexicalRefusal,
   resolvedVerdict,
   resolveInsideRoot,

@@ -13,7 +13,7 @@ export {
 // --- strict and canonical JSON, path safety (src/json, src/paths)
 export { type JsonValue, parseStrictJson } from "./json/strict.js";
 export { canonicalJson, compareCodePoints } from "./json/canonical.js";
-export { type PathProblem, pathProblem, resolveInside } from "./paths/safe.js";
+export { isInside, type PathProblem, pathProblem, resolveInside } from "./paths/safe.js";
 
 // --- records: one object per record (`ARTIFACT_MANIFEST.read(path)`, `.parse`, `.serialize`,
 // `.validate`, `.write`, `.schema`, `.fileName`, `.version`), built by `recordApi` (src/records)

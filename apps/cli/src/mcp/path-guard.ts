@@ -1,5 +1,6 @@
 import { realpath, stat } from "node:fs/promises";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { resolve } from "node:path";
+import { isInside } from "@ckpt/manifest";
 import { McpPathError, UsageError } from "../errors.js";
 
 /**
@@ -11,12 +12,6 @@ const ENCODED_META = /%(?:2e|2f|5c|00|25)/i;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
 const MAX_PATH_LENGTH = 4096;
-
-/** Is `path` (absolute, normalised) `root` itself or below it? Pure. */
-export function isInside(root: string, path: string): boolean {
-  const rel = relative(root, path);
-  return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
-}
 
 /**
  * Why a requested path is refused before anything is resolved on disk, or undefined when its text

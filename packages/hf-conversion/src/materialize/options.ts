@@ -1,6 +1,6 @@
-import { relative, resolve, sep } from "node:path";
+import { resolve } from "node:path";
 import type { FetchEvent } from "@ckpt/archive-reader";
-import type { MaterializedMarker } from "@ckpt/manifest";
+import { isInside, type MaterializedMarker } from "@ckpt/manifest";
 import type { ObjectStore } from "@ckpt/object-store";
 import type { ConvertProgress } from "../convert/write.js";
 import { HfConversionError } from "../errors.js";
@@ -92,11 +92,6 @@ export interface Options {
 function badOption(message: string): HfConversionError {
   return new HfConversionError("MATERIALIZE_BAD_OPTION", message, { kind: "input" });
 }
-
-const isInside = (parent: string, child: string) => {
-  const rel = relative(parent, child);
-  return rel === "" || (!rel.startsWith("..") && !rel.startsWith(sep) && rel !== "..");
-};
 
 /** Checks and completes a request's options. Pure. */
 export function resolveMaterializeOptions(request: MaterializeRequest): Options {

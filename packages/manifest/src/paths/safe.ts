@@ -1,6 +1,6 @@
 import { truncateForMessage } from "@ckpt/errors";
 import { realpath } from "node:fs/promises";
-import { dirname, join, relative, resolve, sep } from "node:path";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { ManifestError, type ManifestErrorCode } from "../errors.js";
 
 /** Longest relative path accepted, in UTF-8 bytes: Linux PATH_MAX; longer names cannot be opened anyway. */
@@ -68,9 +68,10 @@ export function assertSafeRelativePath(path: string, context: string): void {
   }
 }
 
-function isInside(root: string, candidate: string): boolean {
+/** `candidate` is `root` itself or lies below it (lexically: neither resolves links). Pure. */
+export function isInside(root: string, candidate: string): boolean {
   const rel = relative(root, candidate);
-  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !rel.startsWith(sep));
+  return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
 }
 
 /**
