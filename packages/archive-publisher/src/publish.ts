@@ -482,6 +482,27 @@ async function writeReceipt(local: LocalArtifact, store: ObjectStore): Promise<s
   return path;
 }
 
+/** What a publish of `local` by `plan` reports, given what it did (nothing, for a dry run). Pure. */
+function publishReport(
+  local: LocalArtifact,
+  plan: Exclude<PublishPlan, { action: "refuse" }>,
+  store: ObjectStore,
+  done: { uploaded: string[]; removed: string[]; freed: number; manifestRewritten: boolean },
+): PublishReport {
+  return {
+    status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",
+    destination: { ...store.identity },
+    uri: store.uri,
+    iteration: local.iteration,
+    inventory: local.files,
+    uploaded: done.uploaded,
+    released_earlier: local.absent,
+    removed: done.removed,
+    freed_bytes: done.freed,
+    manifest_rewritten: done.manifestRewritten,
+  };
+}
+
 /** The report of a dry run: what the plan would upload and `deleteLocal` would release. Pure. */
 function dryRunReport(
   local: LocalArtifact,
@@ -491,16 +512,7 @@ function dryRunReport(
 ): PublishReport {
   const release = deleteLocal ? releasablePayloads(local) : [];
   return {
-    status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",
-    destination: { ...store.identity },
-    uri: store.uri,
-    iteration: local.iteration,
-    inventory: local.files,
-    uploaded: [],
-    released_earlier: local.absent,
-    removed: [],
-    freed_bytes: 0,
-    manifest_rewritten: false,
+    ...publishReport(local, plan, store, { uploaded: [], removed: [], freed: 0, manifestRewritten: false }),
     dry_run: {
       would_upload: plan.action === "publish" ? plan.upload.map((f) => f.path) : [],
       would_remove: release.map((f) => ({
@@ -620,18 +632,12 @@ async function runPublish(
   const released = options.deleteLocal
     ? await releasePayloads(store, local, emit, run)
     : { removed: [], freed: 0 };
-  return {
-    status: plan.action === "publish" ? "published" : plan.action === "adopt" ? "adopted" : "skipped",
-    destination: { ...store.identity },
-    uri: store.uri,
-    iteration: local.iteration,
-    inventory: local.files,
+  return publishReport(local, plan, store, {
     uploaded,
-    released_earlier: local.absent,
     removed: released.removed,
-    freed_bytes: released.freed,
-    manifest_rewritten: local.manifestRewrite,
-  };
+    freed: released.freed,
+    manifestRewritten: local.manifestRewrite,
+  });
 }
 
 /**
