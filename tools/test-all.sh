@@ -61,6 +61,8 @@ trap 'bash tools/s3-server/ceph-s3.sh stop >&2 || true' EXIT
 # Every package's suite runs even when an earlier one fails (--no-bail), one package at a time
 # (each vitest already uses both cores); the build above is reused, not redone.
 # The fresh-clone test (test/fresh-clone) clones HEAD and runs the README's main job from scratch.
+# The docs checks run there too, as tests of test/docs: the CLI reference, the examples, the error
+# codes and `pnpm test-claims` (every Guarantees item names a test that exists).
 export CKPT_FRESH_CLONE=${CKPT_FRESH_CLONE:-1}
 report_dir=$(mktemp -d /tmp/ckpt-test-reports.XXXXXX)
 # torch 2 makes its inductor cache directory (/tmp/torchinductor_<user>) when a test's ranks start;

@@ -25,6 +25,7 @@ const FILES: Record<string, string> = {
     scripts: { test: "vitest run" },
   }),
   "packages/manifest/src/index.ts": "export {};\n",
+  "packages/manifest/test/records.test.ts": "// a suite\n",
   "packages/errors/package.json": JSON.stringify({ name: "@ckpt/errors", scripts: { test: "vitest run" } }),
   "packages/errors/src/index.ts": "export {};\n",
 };
@@ -53,7 +54,7 @@ describe("turbo task inputs", () => {
     for (const [rel, text] of Object.entries(FILES)) await write(rel, text);
   });
 
-  it("an edit of an integration suite or of docs/ changes the hash of the suites that read them", async () => {
+  it("an edit of an integration suite, of docs/ or of a package's test changes the hash of the suites that read them", async () => {
     const before = await testHashes();
     expect(Object.keys(before).sort()).toEqual([
       "@ckpt/errors#test",
@@ -72,5 +73,10 @@ describe("turbo task inputs", () => {
     expect(afterDocs["@ckpt/manifest#test"]).not.toBe(afterSuite["@ckpt/manifest#test"]);
     // A suite that reads no docs keeps its cache entry.
     expect(afterDocs["@ckpt/errors#test"]).toBe(before["@ckpt/errors#test"]);
+
+    // The claims check (test/docs/claims.test.ts) reads every package's test titles.
+    await write("packages/manifest/test/records.test.ts", "// a suite, renamed\n");
+    const afterTitles = await testHashes();
+    expect(afterTitles["@ckpt/integration-tests#test"]).not.toBe(afterDocs["@ckpt/integration-tests#test"]);
   }, 120_000);
 });

@@ -63,7 +63,7 @@ describe("ckpt evidence", () => {
     const [only] = bundle.attempts;
     expect(only).toMatchObject({
       minted: "first",
-      windows: null,
+      windows: 1,
       pointer: { state: "present", iteration: 30 },
       resume: { decision: "checkpoint", iteration: 30 },
     });

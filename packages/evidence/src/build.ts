@@ -14,7 +14,9 @@ import {
   collectEvidence,
   type EvidenceBundle,
   type RunStatusReport,
+  readAttemptWindows,
   runStatus,
+  WINDOWS_FILE,
 } from "@ckpt/trainer-checkpoint-manager";
 import { verifyPath } from "@ckpt/verify";
 import { PROBLEMS, type ProblemCode, problemCodeOf } from "./problems.js";
@@ -253,7 +255,8 @@ async function attemptEvidence(
   siblings: readonly string[],
   verify: NonNullable<BuildEvidenceOptions["verify"]>,
 ): Promise<EvidenceAttempt> {
-  const base = { dir, ...attemptOrigin(dir, siblings), windows: null };
+  const log = await budget.step(join(dir, WINDOWS_FILE), () => readAttemptWindows(dir));
+  const base = { dir, ...attemptOrigin(dir, siblings), windows: log?.windows.length ?? null };
   const unknown: EvidenceAttempt = {
     ...base,
     pointer: { state: "absent" },

@@ -103,7 +103,10 @@ const attemptSchema = z.strictObject({
   minted: z.enum(["first", "sibling", "legacy"]),
   /** When the RUN_TS says it was minted (ISO 8601, UTC), null under the legacy layout. */
   mintedAt: z.string().nullable(),
-  /** Job windows that wrote to it; null: the manager records no log of windows. */
+  /**
+   * Process windows that used it (the manager's `.ckpt-windows.json`); null: no readable log
+   * (written by a manager before the log existed, or damaged: then a problem says so).
+   */
   windows: z.number().int().nonnegative().nullable(),
   pointer: z.discriminatedUnion("state", [
     z.strictObject({ state: z.literal("absent") }),

@@ -79,6 +79,16 @@ export {
   validationPublicationName,
 } from "./records.js";
 
+// the log of the process windows that used a run attempt (ckpt evidence reads it)
+export {
+  type AttemptWindow,
+  type AttemptWindowsRecord,
+  readAttemptWindows,
+  WINDOWS_FILE,
+  WINDOWS_RECORD,
+  WINDOWS_SCHEMA,
+} from "./windows.js";
+
 // --- termination watch
 export { SENTINEL_FILE, sentinelPathFor } from "./termination.js";
 

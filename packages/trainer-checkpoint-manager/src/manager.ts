@@ -14,6 +14,7 @@ import { decideResume, type PointerState, type ProbedCheckpoint } from "./resume
 import { probeLocalCheckpoint } from "./resume/local.js";
 import { WriteSlots } from "./slots.js";
 import { sentinelPathFor, TerminationWatch } from "./termination.js";
+import { AttemptWindowLog } from "./windows.js";
 import type {
   CommitOptions,
   CommitReport,
@@ -62,6 +63,8 @@ export class CheckpointManager {
   private readonly open = new Map<number, SaveSession>();
   private nextSession = 1;
   private finalized = false;
+  private windowLog: AttemptWindowLog | undefined;
+  private readonly clock: () => Date;
 
   private constructor(
     options: OpenOptions,
@@ -77,6 +80,7 @@ export class CheckpointManager {
     this.access = opened.access;
     this.rank = options.rank ?? 0;
     this.worldSize = options.worldSize ?? 1;
+    this.clock = options.clock ?? (() => new Date());
     this.watch = new TerminationWatch(
       sentinelPathFor(options.termination, process.env),
       options.termination?.signals ?? true,
@@ -99,6 +103,12 @@ export class CheckpointManager {
     const opened = await openAttempt(options, options.producer ?? DEFAULT_PRODUCER, emit);
     try {
       const manager = new CheckpointManager(options, opened, emit);
+      // Rank 0 holds the attempt (its writer lock or lease): it alone appends to the windows log.
+      if (manager.rank === 0) {
+        manager.windowLog = await AttemptWindowLog.open(manager.attemptDir, manager.clock(), (message) =>
+          emit({ type: "warning", message }),
+        );
+      }
       emit({ type: "attempt", attempt: opened.attempt });
       for (const message of configWarnings(options.config)) emit({ type: "warning", message });
       for (const { iteration, components } of await opened.primary.artifactCoverage())
@@ -422,6 +432,7 @@ export class CheckpointManager {
     } finally {
       this.finalized = true;
       this.watch.stop();
+      await this.windowLog?.end(this.clock());
       await this.primary.release();
     }
   }

@@ -204,6 +204,36 @@ emit("zip64_too_many_entries.pt", zip64_end(2**40, _size, _off)[0], "ZIP_TOO_MAN
 emit("zip64_directory_too_large.pt", zip64_end(_n, 2**31, _off)[0], "ZIP_CENTRAL_DIRECTORY_TOO_LARGE")
 emit("zip_eocd_multi_disk.pt", GOOD[:-18] + struct.pack("<H", 2) + GOOD[-16:], "ZIP_MULTI_DISK")
 
+# zip64 members claiming 10 GiB (issue 16) through their extended-information field, the file a
+# few hundred bytes: nothing may allocate, inflate or hash what a member only claims to hold.
+TEN_GIB = 10 * 1024**3
+
+
+def claims(member, usize=TEN_GIB, csize=None):
+    """A mutate hook: `member`'s sizes move to a zip64 extra (0xFFFFFFFF in the 32-bit fields)."""
+    def patch(name, fields=None):
+        entry = fields if fields is not None else name
+        entry_name = name if fields is not None else entry["name"].decode()
+        if entry_name.endswith(member):
+            entry["extra"] = struct.pack("<HHQQ", 1, 16, usize, entry["csize"] if csize is None else csize)
+            entry.update(usize=0xFFFFFFFF, csize=0xFFFFFFFF, need=45)
+    return patch
+
+
+def claiming(name, code, member, pickle=GOOD_PICKLE, method=0, **sizes):
+    hook = claims(member, **sizes)
+    emit(name, make_zip(torch_members(pickle=pickle), method=method, mutate_local=hook, mutate_cd=hook), code)
+
+
+claiming("zip64_member_claims_10gib.pt", "ZIP_SIZE_MISMATCH", "data/0")
+claiming("zip64_member_claims_10gib_outside.pt", "ZIP_MEMBER_OUTSIDE_FILE", "data/0", csize=TEN_GIB)
+claiming("zip64_member_claims_10gib_deflated.pt", "ZIP_BOMB", "data/0", method=8)
+claiming("zip64_pickle_claims_10gib.pt", "ZIP_SIZE_MISMATCH", "data.pkl")
+claiming("zip64_pickle_claims_10gib_deflated.pt", "ZIP_MEMBER_TOO_LARGE", "data.pkl", method=8)
+# The tensor claims the 10 GiB too: a whole read is refused before any member is touched.
+claiming("zip64_tensor_claims_10gib_deflated.pt", "TORCH_TENSOR_TOO_LARGE", "data/0", method=8,
+         pickle=state_dict([("w", tensor(numel=TEN_GIB // 4, size=(TEN_GIB // 4,)))]))
+
 # ---- torch layout --------------------------------------------------------------------------------
 torch_file("torch_nested_prefix.pt", "TORCH_RECORD_MISSING", prefix="a/b")
 emit("torch_mixed_prefixes.pt", make_zip([("one/data.pkl", GOOD_PICKLE), ("two/data/0", GOOD_DATA), ("one/version", b"3\n")]),
