@@ -1,6 +1,6 @@
 import { CkptSubjectError } from "@ckpt/errors";
 
-export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
+export { type ErrorKind, isAbort, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/archive.md ("Publish"). */
 export const ARCHIVE_PUBLISHER_ERROR_CODES = [
   "COMMIT_NOT_ITER_DIR",
