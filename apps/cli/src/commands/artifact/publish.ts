@@ -82,7 +82,7 @@ export function publishLeaves(uri: string, progress: PublishProgress): string {
 }
 
 /** What an interrupted repair leaves at `uri`. Pure. */
-export function repairLeaves(uri: string): string {
+function repairLeaves(uri: string): string {
   return `${uri} stays committed; the objects re-uploaded so far are complete and verified, in-flight uploads were aborted; run the same command again to repair the rest`;
 }
 

@@ -18,7 +18,7 @@ function leftoverLine(leftovers: Leftovers): string {
 }
 
 /** How a failed archive is repaired from the artifact whose receipt was checked. Pure. */
-export function repairAdvice(artifactDir: string): string {
+function repairAdvice(artifactDir: string): string {
   return `repair: if ${artifactDir} still holds the published bytes, \`ckpt artifact publish --repair --artifact-dir ${artifactDir}\` with the --upload-prefix and --bucket it was published with re-uploads the missing or damaged objects (--dry-run first lists them)`;
 }
 
