@@ -202,9 +202,14 @@ describe("publish under abort", () => {
     await commitArtifact(dir, { format: "consolidated", components: ["model", "training_state"] });
     const store = createFileStore({ root: join(await tempDir(), "archive") });
     const controller = new AbortController();
-    const error = await publishArtifact(dir, store, { signal: controller.signal }, (event) => {
-      if (event.type === "upload") controller.abort(new Error("SIGINT received"));
-    }).catch((e: unknown) => e);
+    const error = await publishArtifact(
+      dir,
+      store,
+      { signal: controller.signal, uploadConcurrency: 1 },
+      (event) => {
+        if (event.type === "upload") controller.abort(new Error("SIGINT received"));
+      },
+    ).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "PUBLISH_ABORTED", cause: { code: "STORE_ABORTED" } });
     expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
     await noReceipt(dir);
