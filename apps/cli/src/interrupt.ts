@@ -31,12 +31,13 @@ export function processSignals(): SignalSource {
 }
 
 /**
- * What a stoppable command says when interrupted: the abort code of the library it drives
- * (declared in that library's code union) and, kept current while it runs, what an interruption
- * now leaves behind and how to resume.
+ * What a command says when interrupted: for a long command, the abort code of the library it
+ * drives (declared in that library's code union); and what an interruption now leaves behind and
+ * how to resume (kept current while a long command runs).
  */
 export interface InterruptNote {
-  readonly code: string;
+  /** None for a short command: it is ended, not aborted, so no library stopped with a code. */
+  readonly code?: string;
   /** One sentence: the state left and the way to resume. */
   readonly leaves: string;
 }
@@ -53,9 +54,9 @@ function cause(error: unknown): { code: string | null; message: string } {
 /**
  * The outcome of a command stopped by `signal`: exit 128 + the signal's number, the one line
  * saying what was left (`human`), and the JSON report with the command's abort code and the
- * error the library stopped with. Pure.
+ * error the library stopped with (a short command, ended at once, has neither). Pure.
  */
-export function interruptedOutcome(signal: StopSignal, note: InterruptNote, error: unknown): CommandOutcome {
+export function interruptedOutcome(signal: StopSignal, note: InterruptNote, error?: unknown): CommandOutcome {
   const line = `interrupted (${signal}): ${note.leaves}`;
   return {
     exitCode: STOP_EXIT_CODES[signal],
@@ -63,9 +64,12 @@ export function interruptedOutcome(signal: StopSignal, note: InterruptNote, erro
     report: {
       ok: false,
       interrupted: signal,
-      error: { code: note.code, message: line },
+      error: { code: note.code ?? null, message: line },
       leaves: note.leaves,
-      cause: cause(error),
+      ...(note.code === undefined ? {} : { cause: cause(error) }),
     },
   };
 }
+
+/** What a short command that only reads leaves when a signal ends it. */
+export const READ_ONLY_LEAVES = "nothing was changed (it only reads); run the same command again";

@@ -9,7 +9,7 @@ import type { Argv } from "yargs";
 import { commands } from "./commands/index.js";
 import { type CkptCommand, type CommandEntry, isGroup } from "./commands/registry.js";
 import { pathKindError, UsageError } from "./errors.js";
-import { interruptedOutcome, STOP_EXIT_CODES, type StopSignal } from "./interrupt.js";
+import { interruptedOutcome, READ_ONLY_LEAVES, STOP_EXIT_CODES, type StopSignal } from "./interrupt.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
 
 function write(stream: NodeJS.WritableStream, text: string): void {
@@ -32,6 +32,28 @@ function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void 
 
 /** A command's context when it cannot be stopped: a signal that never aborts, notes unused. */
 const unstoppable = { signal: new AbortController().signal, leaves() {} };
+
+/**
+ * Runs a short command: the first SIGINT/SIGTERM ends the process at once (there is nothing to
+ * abort), after the one stderr line, and under --json the report, saying what it leaves.
+ */
+async function runShort(
+  entry: CkptCommand,
+  args: never,
+  io: CliIo,
+  options: GlobalOptions,
+): Promise<CommandOutcome> {
+  const unlisten = io.signals?.listen((signal) => {
+    const outcome = interruptedOutcome(signal, { leaves: entry.interruptLeaves ?? READ_ONLY_LEAVES });
+    emit(outcome, options, io);
+    io.signals?.exitNow(outcome.exitCode);
+  });
+  try {
+    return await entry.run(args, io, unstoppable);
+  } finally {
+    unlisten?.();
+  }
+}
 
 /**
  * Runs a command that stops cleanly: the first SIGINT/SIGTERM aborts the one signal it hands the
@@ -83,15 +105,12 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
       });
       return;
     }
-    // A stoppable command's help lists what SIGINT/SIGTERM end it with.
-    const exitCodes =
-      entry.abortCode === undefined
-        ? entry.exitCodes
-        : {
-            ...entry.exitCodes,
-            [STOP_EXIT_CODES.SIGINT]: "stopped by SIGINT",
-            [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM",
-          };
+    // Every command's help lists what SIGINT/SIGTERM end it with.
+    const exitCodes = {
+      ...entry.exitCodes,
+      [STOP_EXIT_CODES.SIGINT]: "stopped by SIGINT",
+      [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM",
+    };
     target.command(
       entry.command,
       entry.describe,
@@ -103,7 +122,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
         const abortCode = entry.abortCode;
         outcome =
           abortCode === undefined
-            ? await entry.run(args as never, commandIo, unstoppable)
+            ? await runShort(entry, args as never, commandIo, globals)
             : await runStoppable({ ...entry, abortCode }, args as never, commandIo);
       },
     );

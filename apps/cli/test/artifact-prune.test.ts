@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
@@ -172,36 +172,68 @@ describe("ckpt artifact prune-verified", () => {
     expect(human.out()).toContain("1 path not released");
   });
 
-  it("the advice for a damaged archive works: publish to a new destination with --force, then prune releases", async () => {
+  it("the advice for a damaged archive works: publish --repair re-uploads the missing object, then prune releases", async () => {
     const { root, dir, env } = await published();
-    await rm(
-      join(
-        root,
-        "archive",
-        PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
-        "iter_000000300",
-        "model.pt",
-      ),
+    const archived = join(
+      root,
+      "archive",
+      PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
+      "iter_000000300",
     );
+    await rm(join(archived, "model.pt"));
     const kept = captureIo({ env });
     expect(await runCli(["artifact", "prune-verified", "--paths", dir, "--json"], kept.io)).toBe(3);
     const reason: string = JSON.parse(kept.out()).kept[0].reason;
-    expect(reason).toContain("Publish does not repair a committed archive");
-    expect(reason).toContain("--force");
-    const again = captureIo({ env });
+    expect(reason).toContain("ckpt artifact publish --repair");
     const publish = ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX];
-    expect(await runCli([...publish, "--bucket", `file://${root}/archive`], again.io)).toBe(1);
-    expect(again.err()).toContain("not repaired by publishing again");
-    expect(
-      await runCli(
-        [...publish, "--bucket", `file://${root}/mirror`, "--force", "--quiet"],
-        captureIo({ env }).io,
-      ),
-    ).toBe(0);
+    const bucket = ["--bucket", `file://${root}/archive`];
+    const again = captureIo({ env });
+    expect(await runCli([...publish, ...bucket], again.io)).toBe(1);
+    expect(again.err()).toContain("ckpt artifact publish --repair");
+    const dry = captureIo({ env });
+    expect(await runCli([...publish, ...bucket, "--repair", "--dry-run"], dry.io)).toBe(0);
+    expect(dry.out()).toMatch(
+      /^dry run: nothing was uploaded, written or released; .* would re-upload 1 of \d+ objects: model\.pt \(missing\)\n$/,
+    );
+    await expect(stat(join(archived, "model.pt"))).rejects.toMatchObject({ code: "ENOENT" });
+    const repair = captureIo({ env });
+    expect(await runCli([...publish, ...bucket, "--repair", "--json"], repair.io)).toBe(0);
+    expect(JSON.parse(repair.out())).toMatchObject({
+      ok: true,
+      status: "repaired",
+      repaired: [{ path: "model.pt", status: "missing" }],
+    });
+    expect(await readFile(join(archived, "model.pt"))).toEqual(await readFile(join(dir, "model.pt")));
     expect(
       await runCli(["artifact", "prune-verified", "--paths", dir, "--quiet"], captureIo({ env }).io),
     ).toBe(0);
     expect(await readdir(dir)).not.toContain("model.pt");
+  });
+
+  it("publish --repair refuses an archive of other bytes, naming the first file, and overwrites nothing", async () => {
+    const { root, dir, env } = await published();
+    const archived = join(
+      root,
+      "archive",
+      PREFIX.replace(/checkpoints$/, "checkpoint_artifacts"),
+      "iter_000000300",
+    );
+    await writeFile(join(archived, "model.pt"), "x".repeat(2048));
+    // The local artifact is committed again with other bytes: it is not what the archive declares.
+    for (const record of [".posttrain-checkpoint-artifact.json", ".uploaded"]) await rm(join(dir, record));
+    await writeFile(join(dir, "model.pt"), "v".repeat(2048));
+    const commit = ["artifact", "commit", dir, "--components", "model", "--quiet"];
+    expect(await runCli(commit, captureIo({ env }).io)).toBe(0);
+    const c = captureIo({ env });
+    const publish = ["artifact", "publish", "--artifact-dir", dir, "--upload-prefix", PREFIX];
+    expect(await runCli([...publish, "--bucket", `file://${root}/archive`, "--repair", "--json"], c.io)).toBe(
+      1,
+    );
+    expect(JSON.parse(c.out()).error).toMatchObject({
+      code: "PUBLISH_REPAIR_MISMATCH",
+      message: expect.stringContaining(": model.pt is 2048 bytes with sha256 "),
+    });
+    expect(await readFile(join(archived, "model.pt"), "utf8")).toBe("x".repeat(2048));
   });
 
   it("an already released artifact counts as released: a second prune exits 0", async () => {

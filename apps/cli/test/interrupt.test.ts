@@ -1,4 +1,5 @@
-import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { join, resolve } from "node:path";
 import { openStore } from "@ckpt/object-store";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
@@ -6,6 +7,8 @@ import { publishLeaves } from "../src/commands/artifact/publish.js";
 import type { SignalSource, StopSignal } from "../src/interrupt.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
+
+const BIN = resolve(import.meta.dirname, "..", "dist", "bin.js");
 
 /** Signals delivered by the test: `send` reaches whoever listens; `exitNow` records instead of exiting. */
 function testSignals(): SignalSource & {
@@ -91,11 +94,73 @@ describe("interrupting a long command", () => {
     expect(c.err()).toMatch(/^interrupted again \(SIGTERM\): stopped at once, without cleaning up\n/);
   });
 
-  it("leaves commands that do not stop cleanly to the signal's default", async () => {
+  it("ends a short command at once on the first signal: one stderr line, the report under --json, exit 143", async () => {
     const signals = testSignals();
     const c = captureIo();
-    expect(await runCli(["estimate", "--help"], { ...c.io, signals })).toBe(0);
+    const dir = await testdir("ckpt-cli-interrupt-");
+    const listen = signals.listen.bind(signals);
+    signals.listen = (onSignal) => {
+      const stop = listen(onSignal);
+      // The test's exitNow throws where the process would have ended.
+      queueMicrotask(() => expect(() => signals.send("SIGTERM")).toThrow("exit 143"));
+      return stop;
+    };
+    await runCli(["fingerprint", dir, "--json"], { ...c.io, signals });
+    expect(signals.exits).toEqual([143]);
+    expect(c.err()).toBe(
+      "interrupted (SIGTERM): nothing was changed (it only reads); run the same command again\n",
+    );
+    const report = c.out().slice(0, c.out().indexOf("\n}\n") + 2);
+    expect(JSON.parse(report)).toEqual({
+      ok: false,
+      interrupted: "SIGTERM",
+      error: { code: null, message: expect.stringMatching(/^interrupted \(SIGTERM\): /) },
+      leaves: "nothing was changed (it only reads); run the same command again",
+    });
     expect(signals.listening()).toBe(false);
+  });
+
+  it("a short command that writes says what it leaves", async () => {
+    const signals = testSignals();
+    const c = captureIo();
+    const listen = signals.listen.bind(signals);
+    signals.listen = (onSignal) => {
+      const stop = listen(onSignal);
+      queueMicrotask(() => expect(() => signals.send("SIGINT")).toThrow("exit 130"));
+      return stop;
+    };
+    const dir = join(await testdir("ckpt-cli-interrupt-"), "checkpoint_artifacts", "iter_000000001");
+    await runCli(["artifact", "commit", dir], { ...c.io, signals });
+    expect(signals.exits).toEqual([130]);
+    expect(c.err()).toMatch(
+      /^interrupted \(SIGINT\): the artifact is committed only if its manifest, written last and atomically, is there; /,
+    );
+  });
+
+  it("the built ckpt ends a waiting command on SIGTERM with the line and exit 143", async () => {
+    const root = await testdir("ckpt-cli-interrupt-");
+    const child = spawn(process.execPath, [BIN, "mcp", "--root", root], { stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stderr.on("data", (d) => (err += d));
+    // Once the server answers, it is running and listening for signals.
+    const answered = new Promise<void>((resolve) =>
+      child.stdout.on("data", (d) => {
+        out += d;
+        if (out.includes("\n")) resolve();
+      }),
+    );
+    child.stdin.write(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } })}\n`,
+    );
+    await answered;
+    const exit = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    child.kill("SIGTERM");
+    expect(await exit).toBe(143);
+    expect(err).toContain(
+      "interrupted (SIGTERM): nothing was changed (it only reads); run the same command again\n",
+    );
+    child.stdin.destroy();
   });
 });
 

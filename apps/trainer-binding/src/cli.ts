@@ -11,7 +11,7 @@ import { TrainerBindingError } from "./errors.js";
 import { PYTHON_CLIENT_DIR, serverVersion } from "./package-files.js";
 import { serveData } from "./data/server.js";
 import { serveConnection } from "./protocol/connection.js";
-import { keepAliveThroughSignals, serveSocket } from "./serve.js";
+import { handleSidecarSignals, serveSocket, sidecarSignalAction } from "./serve.js";
 import { SidecarSession } from "./session.js";
 import { renderSlurmTemplate } from "./slurm-template.js";
 
@@ -19,6 +19,8 @@ export interface BinIo {
   readonly stdin: Readable;
   readonly stdout: Writable;
   readonly stderr: Writable;
+  /** Ends the process with `code` (a signal with no trainer session to protect); none in tests. */
+  readonly exit?: (code: number) => void;
 }
 
 /** What the exit codes of the commands that serve mean beyond the standard ones. */
@@ -53,11 +55,24 @@ export async function runTrainerBin(argv: readonly string[], io: BinIo): Promise
             )
             .epilogue(exitCodesEpilogue(SERVE_EXIT_CODES)),
         async (args) => {
-          const release = keepAliveThroughSignals();
-          const factory = () => new SidecarSession({ log, serverVersion: serverVersion() });
+          let session: SidecarSession | undefined;
+          let closeSocket: () => Promise<void> = async () => {};
+          const release = handleSidecarSignals(
+            (signal) => sidecarSignalAction(signal, session?.holdsAttempt ?? false),
+            log,
+            (exitCode) => {
+              closeSocket().then(() => io.exit?.(exitCode));
+            },
+          );
+          const factory = () => {
+            session = new SidecarSession({ log, serverVersion: serverVersion() });
+            return session;
+          };
           try {
             if (args.socket !== undefined) {
-              await serveSocket(args.socket, factory, log);
+              await serveSocket(args.socket, factory, log, (close) => {
+                closeSocket = close;
+              });
             } else {
               const end = await serveConnection(io.stdin, io.stdout, factory());
               if (end === "abandoned") {
@@ -90,7 +105,14 @@ export async function runTrainerBin(argv: readonly string[], io: BinIo): Promise
             )
             .epilogue(exitCodesEpilogue(SERVE_EXIT_CODES)),
         async (args) => {
-          const release = keepAliveThroughSignals();
+          // A rank's data server lives as long as its rank holds stdin: a signal is the rank's to act on.
+          const release = handleSidecarSignals(
+            (signal) => ({
+              line: `${signal} received: the data server keeps serving until its rank closes stdin`,
+            }),
+            log,
+            () => {},
+          );
           const stdinClosed = new Promise<void>((resolve) => {
             io.stdin
               .on("end", resolve)

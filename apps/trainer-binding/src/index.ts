@@ -22,7 +22,14 @@ export {
   serveConnection,
   toWireError,
 } from "./protocol/connection.js";
-export { type HandlerFactory, keepAliveThroughSignals, serveSocket } from "./serve.js";
+export {
+  type HandlerFactory,
+  handleSidecarSignals,
+  serveSocket,
+  type SidecarSignal,
+  type SignalAction,
+  sidecarSignalAction,
+} from "./serve.js";
 export { type SessionOptions, SidecarSession } from "./session.js";
 export {
   MAX_GRACE_SECONDS,

@@ -7,18 +7,69 @@ import { encodeResponse } from "./protocol/messages.js";
 /** Makes the session behind one connection. */
 export type HandlerFactory = () => RequestHandler;
 
+/** The signals a sidecar handles itself (a scheduler sends them to every task process). */
+const SIDECAR_SIGNALS = ["SIGTERM", "SIGUSR1", "SIGINT", "SIGHUP"] as const;
+export type SidecarSignal = (typeof SIDECAR_SIGNALS)[number];
+
+/** 128 + the signal's number: what a sidecar with nothing to protect exits with. */
+const SIGNAL_EXIT_CODES: Record<SidecarSignal, number> = {
+  SIGHUP: 129,
+  SIGINT: 130,
+  SIGUSR1: 138,
+  SIGTERM: 143,
+};
+
+/** What a signal does: the one line logged and, when it ends the process, the exit code. */
+export interface SignalAction {
+  readonly line: string;
+  readonly exitCode?: number;
+}
+
 /**
- * Keeps the sidecar alive through the signals a scheduler sends to every task process: SIGTERM
- * and SIGUSR1 only set the manager's stop flag (its own listeners), and SIGINT (a terminal's ^C,
- * which the trainer also receives) is left to the trainer, whose exit ends this session.
- * Returns the function that removes the listeners.
+ * What a signal does to a sidecar, and the one line it logs: with a trainer session open
+ * (`serving`), SIGTERM and SIGUSR1 only ask the trainer to stop (the manager's own listeners set
+ * its stop flag) and SIGINT/SIGHUP are left to the trainer, so a save in progress is committed
+ * whole or not at all; with none open there is nothing to protect, and SIGINT/SIGTERM end it. Pure.
  */
-export function keepAliveThroughSignals(): () => void {
-  const ignore = () => {};
-  const signals: NodeJS.Signals[] = ["SIGTERM", "SIGUSR1", "SIGINT", "SIGHUP"];
-  for (const signal of signals) process.on(signal, ignore);
+export function sidecarSignalAction(signal: SidecarSignal, serving: boolean): SignalAction {
+  const what = "the sidecar";
+  if (!serving && (signal === "SIGINT" || signal === "SIGTERM")) {
+    return {
+      line: `interrupted (${signal}): no trainer session was open, so nothing was left half done; ${what} ended`,
+      exitCode: SIGNAL_EXIT_CODES[signal],
+    };
+  }
+  if (signal === "SIGTERM" || signal === "SIGUSR1") {
+    return {
+      line: `${signal} received: the trainer is asked to stop at its next should_stop; ${what} keeps serving it until it finalizes or goes away, so a save in progress is committed whole or not at all`,
+    };
+  }
+  return {
+    line: `${signal} received: left to the trainer (it receives it too); ${what} keeps serving until the trainer finalizes or goes away, and a save still open then is not committed`,
+  };
+}
+
+/**
+ * The trainer binding's stop path: every SIGTERM, SIGUSR1, SIGINT and SIGHUP logs the one line
+ * `decide` gives and, when it gives an exit code, `end` runs (removing what the process owns,
+ * such as its socket) and ends the process with it. Returns the function that removes the listeners.
+ */
+export function handleSidecarSignals(
+  decide: (signal: SidecarSignal) => SignalAction,
+  log: (line: string) => void,
+  end: (exitCode: number) => void,
+): () => void {
+  const handlers = SIDECAR_SIGNALS.map((signal) => {
+    const handler = () => {
+      const action = decide(signal);
+      log(action.line);
+      if (action.exitCode !== undefined) end(action.exitCode);
+    };
+    process.on(signal, handler);
+    return [signal, handler] as const;
+  });
   return () => {
-    for (const signal of signals) process.off(signal, ignore);
+    for (const [signal, handler] of handlers) process.off(signal, handler);
   };
 }
 
@@ -82,6 +133,7 @@ export async function serveSocket(
   path: string,
   factory: HandlerFactory,
   log: (line: string) => void,
+  onListening: (close: () => Promise<void>) => void = () => {},
 ): Promise<void> {
   let busy = false;
   const server = createServer();
@@ -115,5 +167,6 @@ export async function serveSocket(
     });
   });
   close = await listenOwnerOnly(server, path);
+  onListening(close);
   await ended;
 }

@@ -157,6 +157,11 @@ export class SidecarSession implements RequestHandler {
 
   constructor(private readonly options: SessionOptions) {}
 
+  /** The session holds an open run attempt: opened and neither finalized nor abandoned. */
+  get holdsAttempt(): boolean {
+    return this.manager !== undefined && !this.finalized;
+  }
+
   async handle(request: Request): Promise<{ result: unknown; end?: boolean }> {
     if (request.op === "hello") return { result: this.hello(request.args) };
     if (this.version === undefined) {

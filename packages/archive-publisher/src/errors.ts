@@ -1,6 +1,6 @@
 import { CkptSubjectError } from "@ckpt/errors";
 
-export { type ErrorKind, kindOf, messageOf } from "@ckpt/errors";
+export { type ErrorKind, isAbort, kindOf, messageOf } from "@ckpt/errors";
 /** Every code this package raises; documented in docs/archive.md ("Publish"). */
 export const ARCHIVE_PUBLISHER_ERROR_CODES = [
   "COMMIT_NOT_ITER_DIR",
@@ -28,6 +28,8 @@ export const ARCHIVE_PUBLISHER_ERROR_CODES = [
   "PUBLISH_NO_SPACE",
   "PUBLISH_DELETE_REFUSED",
   "PUBLISH_ABORTED",
+  "PUBLISH_REPAIR_NOT_COMMITTED",
+  "PUBLISH_REPAIR_MISMATCH",
   "FULL_UPLOAD_NOT_ITER_DIR",
   "FULL_UPLOAD_FAILED",
 ] as const;

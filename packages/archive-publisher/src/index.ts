@@ -42,6 +42,7 @@ export {
   publishArtifact,
   publishArtifactIter,
 } from "./publish.js";
+export { type RepairedObject, firstDifference, planRepair } from "./repair.js";
 export {
   type FullCheckpointEvent,
   type FullCheckpointReport,

@@ -39,6 +39,7 @@ import {
   type RemoteState,
 } from "./plan.js";
 import { drain, withEvents } from "@ckpt/progress";
+import { declaredInventory, planRepair, type RepairedObject, readBackArchive } from "./repair.js";
 
 export interface PublishOptions {
   /** After the archive is verified, release the manifest's payload components locally. */
@@ -57,6 +58,12 @@ export interface PublishOptions {
    * nothing is uploaded, written or released; the report says what would be.
    */
   dryRun?: boolean;
+  /**
+   * Repair a committed archive instead: read back every object its declaration records and
+   * re-upload, from this artifact, those missing or damaged (another size or sha256). Refused
+   * unless the destination is committed and declares exactly this artifact's bytes.
+   */
+  repair?: boolean;
   signal?: AbortSignal;
 }
 
@@ -70,7 +77,7 @@ export interface PublishDryRun {
   readonly would_rewrite_manifest: boolean;
 }
 
-export type PublishStatus = "published" | "adopted" | "skipped";
+export type PublishStatus = "published" | "adopted" | "skipped" | "repaired";
 
 /** The outcome of a publish; holds no secret. */
 export interface PublishReport {
@@ -94,6 +101,11 @@ export interface PublishReport {
   freed_bytes: number;
   /** The local manifest was rewritten (digests added or a legacy merge manifest converted). */
   manifest_rewritten: boolean;
+  /**
+   * Present only for a repair: the objects that read back missing or damaged, re-uploaded (for a
+   * dry run, to be); empty when the archive was intact.
+   */
+  repaired?: RepairedObject[];
   /** Present only for a dry run: nothing above was done; this is what would be. */
   dry_run?: PublishDryRun;
 }
@@ -102,6 +114,7 @@ export type PublishEvent =
   | HashEvent
   | { type: "plan"; action: PublishPlan["action"]; upload: number; uploadBytes: number; present: number }
   | { type: "probes"; removed: string[] }
+  | { type: "repair"; checked: number; repair: number; repairBytes: number }
   | { type: "declaration"; status: "created" | "existing" }
   | { type: "upload"; path: string; sent: number; size: number; doneBytes: number; totalBytes: number }
   | { type: "uploaded"; path: string; size: number }
@@ -222,7 +235,7 @@ async function rewriteLocalManifest(local: LocalArtifact): Promise<void> {
 
 const VERIFY_REMEDY = {
   PUBLISH_REMOTE_VERIFY_FAILED:
-    "No receipt was written; the local artifact is kept. Retry if the store was unavailable; a committed archive is not repaired by publishing again: restore its objects from another copy (ckpt store copy), or publish to another destination (with --force when a receipt binds this one).",
+    "No receipt was written; the local artifact is kept. Retry if the store was unavailable; re-upload the missing or damaged objects of a committed archive from this artifact with a repair (ckpt artifact publish --repair, the same destination).",
   PUBLISH_DELETE_REFUSED: "Nothing was deleted locally.",
   PUBLISH_RELEASED_REMOTE_INVALID: RELEASED_REMEDY,
 } as const;
@@ -525,6 +538,80 @@ function dryRunReport(
   };
 }
 
+/**
+ * A repair of the committed archive at `store` from `local`: the local bytes are hashed and must be
+ * those the archive declares (else refused before any write); every declared object is read back,
+ * and those missing or damaged are re-uploaded, the manifest last, each verified by HEAD; then the
+ * whole archive is verified by HEAD and receipted as a first publish is.
+ */
+async function runRepair(
+  local: LocalArtifact,
+  store: ObjectStore,
+  options: PublishOptions,
+  emit: (event: PublishEvent) => void,
+  run: Run,
+): Promise<PublishReport> {
+  const { signal } = run;
+  await confirmRecorded(local, emit, signal);
+  const files = await declaredInventory(store, local, signal);
+  const checks = await readBackArchive(store, files, run.heads, signal);
+  const repaired = planRepair(checks);
+  emit({
+    type: "repair",
+    checked: checks.length,
+    repair: repaired.length,
+    repairBytes: repaired.reduce((sum, o) => sum + o.size, 0),
+  });
+  const released = repaired.filter((o) => local.absent.includes(o.path));
+  if (released.length > 0) {
+    throw new ArchivePublisherError(
+      "PUBLISH_RELEASED_REMOTE_INVALID",
+      `repair ${store.uri} from ${local.dir}: ${describeProblems(checks.filter((c) => local.absent.includes(c.path)))}, and the local copy was released. ${RELEASED_REMEDY}`,
+      { kind: "failed", subject: released[0]!.path },
+    );
+  }
+  const plan = { action: "adopt" } as const;
+  const report = (uploaded: string[], removed: string[], freed: number, manifestRewritten: boolean) => ({
+    ...publishReport(local, plan, store, { uploaded, removed, freed, manifestRewritten }),
+    status: "repaired" as const,
+    repaired,
+  });
+  if (options.dryRun) {
+    return {
+      ...report([], [], 0, false),
+      dry_run: {
+        would_upload: repaired.map((o) => o.path),
+        would_remove: [],
+        would_rewrite_manifest: local.manifestRewrite,
+      },
+    };
+  }
+  if (local.manifestRewrite) await rewriteLocalManifest(local);
+  const entries = repaired.map((o) => local.files.find((f) => f.path === o.path)!);
+  const isManifest = (f: FileEntry) => f.path === ARTIFACT_MANIFEST.fileName;
+  // The manifest is the commit record: a damaged one is replaced only once every payload is sound.
+  await uploadPayloads(
+    store,
+    local,
+    entries.filter((f) => !isManifest(f)),
+    emit,
+    run,
+  );
+  await uploadPayloads(store, local, entries.filter(isManifest), emit, run);
+  await verifyRemote(store, local.files, run, "PUBLISH_REMOTE_VERIFY_FAILED", `repair ${store.uri}`);
+  emit({ type: "verified", objects: local.files.length });
+  emit({ type: "receipt", path: await writeReceipt(local, store) });
+  const freed = options.deleteLocal
+    ? await releasePayloads(store, local, emit, run)
+    : { removed: [], freed: 0 };
+  return report(
+    entries.map((f) => f.path),
+    freed.removed,
+    freed.freed,
+    local.manifestRewrite,
+  );
+}
+
 async function runPublish(
   artifactDir: string,
   store: ObjectStore,
@@ -539,6 +626,7 @@ async function runPublish(
   };
   const local = await inspectLocalArtifact(artifactDir, emit, signal);
   aborted(signal, local.dir);
+  if (options.repair) return runRepair(local, store, options, emit, run);
   const { state: remote, listed } = await readRemoteState(store, local, run);
   const plan = planPublish(local, remote, store.identity);
   emit({

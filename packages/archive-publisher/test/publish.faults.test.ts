@@ -1,7 +1,7 @@
 import { rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { ARCHIVE_DECLARATION, ARTIFACT_MANIFEST, UPLOADED_MARKER, sha256Hex } from "@ckpt/manifest";
-import { createMemoryStore, type ObjectStore } from "@ckpt/object-store";
+import { createFileStore, createMemoryStore, type ObjectStore } from "@ckpt/object-store";
 import { describe, expect, it } from "vitest";
 import { commitArtifact, publishArtifact, publishArtifactIter } from "../src/index.js";
 import { payload, tempDir, writeTree } from "./helpers.js";
@@ -192,5 +192,26 @@ describe("publish under store faults (memory store)", () => {
       if (type !== "hash" && type !== "upload" && types.at(-1) !== type) types.push(type);
     }
     expect(types).toEqual(["plan", "declaration", "uploaded", "committed", "verified", "receipt"]);
+  });
+});
+
+describe("publish under abort", () => {
+  it("an abort during an upload ends as PUBLISH_ABORTED caused by the store's abort, not as a store failure", async () => {
+    const dir = join(await tempDir(), "iter_000000300");
+    await writeTree(dir, { "model.pt": payload("big", 8 << 20), "trainer.pt": payload("trainer", 64) });
+    await commitArtifact(dir, { format: "consolidated", components: ["model", "training_state"] });
+    const store = createFileStore({ root: join(await tempDir(), "archive") });
+    const controller = new AbortController();
+    const error = await publishArtifact(
+      dir,
+      store,
+      { signal: controller.signal, uploadConcurrency: 1 },
+      (event) => {
+        if (event.type === "upload") controller.abort(new Error("SIGINT received"));
+      },
+    ).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "PUBLISH_ABORTED", cause: { code: "STORE_ABORTED" } });
+    expect(await store.head(ARTIFACT_MANIFEST.fileName)).toBeUndefined();
+    await noReceipt(dir);
   });
 });

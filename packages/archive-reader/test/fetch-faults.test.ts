@@ -171,6 +171,17 @@ describe("fetch under faults (memory store)", () => {
     expect(again.length).toBeGreaterThan(0);
   });
 
+  it("an abort while a GET is in flight ends as READER_ABORTED caused by the store's abort", async () => {
+    const store = createMemoryStore({ prefix: PREFIX });
+    await putArchive(store, makeArtifact({ model: bytes(4000, 2) }));
+    store.inject({ type: "delay", op: "get", key: "model.pt", ms: 5000 });
+    const controller = new AbortController();
+    const error = await drain(fetchArtifactIter(store, root, { signal: controller.signal }), (event) => {
+      if (event.type === "file-start") controller.abort(new Error("SIGINT received"));
+    }).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "READER_ABORTED", cause: { code: "STORE_ABORTED" } });
+  });
+
   it("stops when aborted, before any request", async () => {
     const store = createMemoryStore({ prefix: PREFIX });
     const controller = new AbortController();

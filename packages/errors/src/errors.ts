@@ -44,3 +44,14 @@ export function messageOf(error: unknown): string {
 export function truncateForMessage(text: string, limit = 40): string {
   return JSON.stringify(text.length > limit ? `${text.slice(0, limit)}…` : text);
 }
+
+/**
+ * Whether `error` is an abort its caller asked for rather than a failure: a ckpt error coded
+ * `*_ABORTED` (by whichever package noticed the signal first: the store, the hasher, ...) or the
+ * platform's AbortError. A package wrapping another's errors re-raises these as its own abort
+ * code, never as a failure of the package it called.
+ */
+export function isAbort(error: unknown): boolean {
+  const { code, name } = (error ?? {}) as { code?: unknown; name?: unknown };
+  return (typeof code === "string" && code.endsWith("_ABORTED")) || name === "AbortError";
+}

@@ -2,6 +2,7 @@ export {
   CkptError,
   CkptSubjectError,
   type ErrorKind,
+  isAbort,
   kindOf,
   messageOf,
   truncateForMessage,

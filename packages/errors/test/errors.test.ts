@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CkptError, CkptSubjectError, kindOf, messageOf, truncateForMessage } from "../src/index.js";
+import { CkptError, CkptSubjectError, isAbort, kindOf, messageOf, truncateForMessage } from "../src/index.js";
 
 class SampleError extends CkptError<"SAMPLE_BAD" | "SAMPLE_WORSE"> {
   override readonly name = "SampleError";
@@ -58,5 +58,16 @@ describe("truncateForMessage", () => {
     expect(truncateForMessage("x".repeat(41))).toBe(`"${"x".repeat(40)}…"`);
     expect(truncateForMessage("x".repeat(40))).toBe(`"${"x".repeat(40)}"`);
     expect(truncateForMessage("abcdef", 3)).toBe('"abc…"');
+  });
+});
+
+describe("isAbort", () => {
+  it("tells a caller's abort, whichever package noticed it, from a failure", () => {
+    expect(isAbort(new SampleError("SAMPLE_BAD", "m", { kind: "failed" }))).toBe(false);
+    expect(isAbort(Object.assign(new Error("m"), { code: "STORE_ABORTED" }))).toBe(true);
+    expect(isAbort(Object.assign(new Error("m"), { code: "HASH_ABORTED" }))).toBe(true);
+    expect(isAbort(new DOMException("stopped", "AbortError"))).toBe(true);
+    expect(isAbort(undefined)).toBe(false);
+    expect(isAbort("STORE_ABORTED")).toBe(false);
   });
 });

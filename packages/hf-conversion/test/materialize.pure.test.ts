@@ -4,6 +4,7 @@ import { testdir } from "@ckpt/test-utils";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { materializeHf } from "../src/index.js";
+import { inStage } from "../src/materialize/materialize.js";
 import { request } from "./helpers.js";
 
 /** Paths in a fresh directory: the options are checked before any is opened, so none need exist. */
@@ -35,5 +36,22 @@ describe("options and sources", () => {
   it("refuses an output inside the base", async () => {
     const { artifact, base } = await paths();
     await expect(materializeHf(request(artifact, base, join(base, "out")))).rejects.toThrow(/overlap/);
+  });
+});
+
+describe("errors from below, in their stage", () => {
+  it("an abort noticed by the reader or the store is the materialize's abort, not a build failure", () => {
+    const readerAbort = Object.assign(new Error("fetch s3://b/p: aborted before it finished."), {
+      code: "READER_ABORTED",
+    });
+    expect(inStage(readerAbort, "source", "/o/teacher")).toMatchObject({
+      code: "MATERIALIZE_ABORTED",
+      stage: "source",
+      cause: readerAbort,
+    });
+    const storeFailure = Object.assign(new Error("get s3://b/p/model.pt: denied"), {
+      code: "STORE_ACCESS_DENIED",
+    });
+    expect(inStage(storeFailure, "source", "/o/teacher")).toMatchObject({ code: "MATERIALIZE_BUILD_FAILED" });
   });
 });

@@ -25,6 +25,7 @@ import {
   type RequestedIdentity,
 } from "./decide.js";
 import { buildDiagnostics, serializeDiagnostics } from "./diagnostics.js";
+import { isAbort } from "@ckpt/errors";
 import { MergeError } from "./errors.js";
 import { assertInputsUnchanged, digestInputs, type InputDigests } from "./internal/identity.js";
 import { EXPERT_STATE_KEY, openBase, openExpert, type TensorInput } from "./internal/inputs.js";
@@ -523,7 +524,18 @@ export function mergeExpertsIter(
   options: MergeOptions,
   run: MergeRunOptions = {},
 ): LongOperation<MergeEvent, MergeReport> {
-  return withEvents((emit, signal) => execute(options, { ...run, signal }, emit), run.signal);
+  return withEvents(
+    (emit, signal) =>
+      execute(options, { ...run, signal }, emit).catch((error: unknown) => {
+        // An abort noticed below (the hasher's, a lock wait's) is the merge's abort.
+        if (!isAbort(error) || error instanceof MergeError) throw error;
+        throw new MergeError("MERGE_ABORTED", "merge: aborted; the output was not changed.", {
+          kind: "failed",
+          cause: error,
+        });
+      }),
+    run.signal,
+  );
 }
 
 /** What a merge would do to its output, decided as {@link mergeExperts} decides; nothing written. */

@@ -351,6 +351,20 @@ describe("mergeExperts: skip, rebuild, refuse", () => {
     expect((await stat(out)).mtimeMs).toBe(mtime);
   });
 
+  it("an abort while the inputs are hashed ends as MERGE_ABORTED caused by the hasher's abort", async () => {
+    const { experts, base, out } = await fixture();
+    await mergeExperts({ mode: "tv", experts, base, lam: 0.5, out });
+    const controller = new AbortController();
+    const error = await drain(
+      mergeExpertsIter({ mode: "tv", experts, base, lam: 0.5, out }, { signal: controller.signal }),
+      (event) => {
+        if (event.type === "phase" && event.phase === "hash-inputs")
+          controller.abort(new Error("SIGINT received"));
+      },
+    ).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "MERGE_ABORTED", cause: { code: "HASH_ABORTED" } });
+  });
+
   it("treats the same expert bytes at another path as the same request", async () => {
     const { experts, out, root } = await fixture();
     await mergeExperts({ mode: "avg", experts, out });

@@ -1,9 +1,7 @@
 // The heavy client libraries are loaded only when a store of theirs makes its first request, so a
 // file:// or local-only command never pays for them (they are most of a CLI start-up).
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { testdir } from "@ckpt/test-utils";
+import { describe, expect, it, vi } from "vitest";
 
 const loaded = vi.hoisted(() => ({ s3: 0, gcs: 0 }));
 
@@ -16,14 +14,10 @@ vi.mock("@google-cloud/storage", async (importOriginal) => {
   return importOriginal();
 });
 
-// Not @ckpt/test-utils: it loads the AWS SDK itself (for its bucket helpers).
-const tmp = await mkdtemp(join(tmpdir(), "ckpt-lazy-"));
-afterAll(() => rm(tmp, { recursive: true, force: true }));
-
 describe("client libraries load on first use", () => {
   it("importing the package and using file:// and memory:// loads neither SDK", async () => {
     const { openStore } = await import("../src/index.js");
-    const file = await openStore(`file://${tmp}/archive`);
+    const file = await openStore(`file://${await testdir("ckpt-lazy-")}/archive`);
     await file.put("a/b.bin", new Uint8Array([1, 2, 3]));
     expect((await file.head("a/b.bin"))?.size).toBe(3);
     const memory = await openStore("memory://lazy/p");

@@ -45,7 +45,9 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
     const body = Buffer.from("hello world, 0123456789");
     const put = await s.put("a/b.txt", body, { sha256: sha(body), metadata: { step: "100" } });
     expect(put).toMatchObject({ key: "a/b.txt", size: body.length, sha256: sha(body) });
-    const raw = await rawClient(env).send(new HeadObjectCommand({ Bucket: bucket, Key: "meta/a/b.txt" }));
+    const raw = await (await rawClient(env)).send(
+      new HeadObjectCommand({ Bucket: bucket, Key: "meta/a/b.txt" }),
+    );
     expect(raw.Metadata).toEqual({ sha256: sha(body), step: "100" });
     const head = await s.head("a/b.txt");
     expect(head).toMatchObject({ size: body.length, sha256: sha(body) });
@@ -76,7 +78,7 @@ describe("S3 backend against Ceph RGW", { tags: ["s3"] }, () => {
   });
 
   it("measured: If-None-Match on CompleteMultipartUpload is NOT enforced (the object is overwritten)", async () => {
-    const client = rawClient(env);
+    const client = await rawClient(env);
     const Key = `mpu-${randomBytes(3).toString("hex")}`;
     await client.send(new PutObjectCommand({ Bucket: bucket, Key, Body: "original" }));
     const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key }));

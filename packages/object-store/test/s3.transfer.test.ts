@@ -60,7 +60,7 @@ describe("copyPrefix (streaming get → put, no server-side copy)", () => {
 
   it("refuses to copy bytes that contradict the source's recorded sha256, leaving no copy", async () => {
     const prefix = `corrupt-${randomBytes(3).toString("hex")}`;
-    await rawClient(env).send(
+    await (await rawClient(env)).send(
       new PutObjectCommand({
         Bucket: bucket,
         Key: `${prefix}/a`,
@@ -110,7 +110,7 @@ describe("downloadPrefix (.part temporaries, same-size skip)", () => {
 
   it("keeps no partial file when the bytes contradict the recorded digest", async () => {
     const prefix = `corrupt-dl-${randomBytes(3).toString("hex")}`;
-    await rawClient(env).send(
+    await (await rawClient(env)).send(
       new PutObjectCommand({
         Bucket: bucket,
         Key: `${prefix}/x/f`,

@@ -1,16 +1,5 @@
 import { randomBytes } from "node:crypto";
-import {
-  AbortMultipartUploadCommand,
-  CreateBucketCommand,
-  CreateMultipartUploadCommand,
-  DeleteBucketCommand,
-  DeleteObjectCommand,
-  ListMultipartUploadsCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  UploadPartCommand,
-} from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
 import { inject } from "vitest";
 
 declare module "vitest" {
@@ -75,8 +64,13 @@ export function testCredentials(env: S3TestEnv): TestCredentials {
   };
 }
 
+// The SDK is loaded by the helpers that talk to the server, not on import: a test that only needs
+// `testdir()` must not load it (the object store's lazy-load test counts its loads).
+const sdk = () => import("@aws-sdk/client-s3");
+
 /** A raw SDK client for the test server (to look behind the store's back). */
-export function rawClient(env: S3TestEnv): S3Client {
+export async function rawClient(env: S3TestEnv): Promise<S3Client> {
+  const { S3Client } = await sdk();
   return new S3Client({
     endpoint: env.endpoint,
     region: env.region,
@@ -92,7 +86,15 @@ export async function createTestBucket(
   env: S3TestEnv,
   label: string,
 ): Promise<{ bucket: string; cleanup: () => Promise<void> }> {
-  const client = rawClient(env);
+  const client = await rawClient(env);
+  const {
+    AbortMultipartUploadCommand,
+    CreateBucketCommand,
+    DeleteBucketCommand,
+    DeleteObjectCommand,
+    ListMultipartUploadsCommand,
+    ListObjectsV2Command,
+  } = await sdk();
   const bucket = `${env.bucket}-${label}-${randomBytes(4).toString("hex")}`.toLowerCase().slice(0, 63);
   await client.send(new CreateBucketCommand({ Bucket: bucket }));
   const cleanup = async () => {
@@ -119,7 +121,8 @@ export async function createTestBucket(
  * sorted: ListMultipartUploads behind every store's back.
  */
 export async function openMultipartUploads(env: S3TestEnv, bucket: string, prefix = ""): Promise<string[]> {
-  const client = rawClient(env);
+  const { ListMultipartUploadsCommand } = await sdk();
+  const client = await rawClient(env);
   try {
     const page = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: prefix }));
     return (page.Uploads ?? []).flatMap((u) => (u.Key === undefined ? [] : [u.Key])).sort();
@@ -139,7 +142,8 @@ export async function putRawObject(
   body: Uint8Array,
   metadata: Record<string, string> = {},
 ): Promise<void> {
-  const client = rawClient(env);
+  const { PutObjectCommand } = await sdk();
+  const client = await rawClient(env);
   try {
     await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, Metadata: metadata }));
   } finally {
@@ -157,7 +161,8 @@ export async function startIncompleteUpload(
   key: string,
   part: Uint8Array,
 ): Promise<string> {
-  const client = rawClient(env);
+  const { CreateMultipartUploadCommand, UploadPartCommand } = await sdk();
+  const client = await rawClient(env);
   try {
     const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
     await client.send(

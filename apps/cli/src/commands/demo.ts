@@ -107,6 +107,8 @@ export function renderDemo(report: DemoReport): string {
 
 export const demoCommand: CkptCommand<DemoArgs> = {
   command: "demo",
+  interruptLeaves:
+    "the demo directory keeps what was made so far; run the same command again, or ckpt demo --clean to remove it",
   describe:
     "Train a small model for real and take its checkpoints through a fault, resume, the archive, a merge and a Hugging Face export",
   builder: (yargs) =>

@@ -36,6 +36,8 @@ function renderQualification(report: QualificationReport): string {
 
 const doctorStoreCommand: CkptCommand<StoreArgs> = {
   command: "store <uri>",
+  interruptLeaves:
+    "the probe objects this run wrote below .ckpt-qualify/ under the URI may be left; run the same command again",
   exitCodes: { 1: "not qualified: a required check failed" },
   describe: "Qualify an object store for archives: conditional create, digests, multipart, list, delete",
   builder: (yargs) =>
@@ -97,6 +99,8 @@ function renderStorageProbe(
 
 const doctorStorageCommand: CkptCommand<StorageArgs> = {
   command: "storage <dir>",
+  interruptLeaves:
+    "the .ckpt-storage-probe-* file this run created in the directory may be left; run the same command again, and remove it",
   exitCodes: { 1: "not sound: a step failed or the volume breaks --expect" },
   describe:
     "Probe a checkpoint volume: write, fsync, rename, fsync the directory, read back from a second process; local, volatile (tmpfs), shared-safe or shared-unsafe",

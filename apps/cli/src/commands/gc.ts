@@ -45,6 +45,8 @@ function renderGc(outcomes: readonly GcOutcome[], dryRun: boolean, note: string 
 
 export const gcCommand: CkptCommand<GcArgs> = {
   command: "gc <target>",
+  interruptLeaves:
+    "without --apply nothing was changed; with it, the leftovers removed so far are gone and the rest stay; run the same command again",
   describe:
     "List (then with --apply remove) what ckpt left behind and can prove it made: store temporaries, incomplete uploads and stages, stale .part files, locks of dead holders",
   builder: (yargs) =>

@@ -20,9 +20,14 @@ export interface CkptCommand<A = Record<string, unknown>> {
   readonly builder: (yargs: Argv) => Argv;
   /**
    * A long command that stops cleanly on SIGINT/SIGTERM declares the abort code of the library it
-   * drives; the others are ended by the signal as any process is.
+   * drives; the others are ended at once by the first signal, saying what they leave.
    */
   readonly abortCode?: string;
+  /**
+   * For a command without `abortCode` that writes: what ending it at any moment leaves, and how
+   * to resume (one sentence). A command that only reads leaves nothing and declares none.
+   */
+  readonly interruptLeaves?: string;
   readonly run: (args: A & GlobalOptions, io: CliIo, context: CommandContext) => Promise<CommandOutcome>;
   /** What this command's exit codes mean beyond the standard ones (0 ok, 1 failed, 2 usage); its help lists them. */
   readonly exitCodes?: ExitCodes;

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { MAX_RECORD_BYTES, sha256Hex } from "@ckpt/manifest";
 import { type ObjectStore, ObjectStoreError } from "@ckpt/object-store";
-import { ArchivePublisherError, kindOf, messageOf } from "../errors.js";
+import { ArchivePublisherError, isAbort, kindOf, messageOf } from "../errors.js";
 import { sameBytes } from "./bytes.js";
 import { storeNoSpace } from "./space.js";
 
@@ -19,6 +19,18 @@ export async function storeCall<T>(
     return await call();
   } catch (error) {
     if (error instanceof ArchivePublisherError) throw error;
+    // The caller's abort, noticed by the store first, is the publish's abort: not a store failure.
+    if (isAbort(error)) {
+      throw new ArchivePublisherError(
+        "PUBLISH_ABORTED",
+        `${what} ${store.uri}/${key}: aborted. ${PUBLISH_UNCOMMITTED}`,
+        {
+          kind: "failed",
+          subject: key,
+          cause: error,
+        },
+      );
+    }
     if (error instanceof ObjectStoreError && error.code === "STORE_NO_SPACE") {
       throw storeNoSpace(what, store.uri, key, error, PUBLISH_UNCOMMITTED);
     }

@@ -93,7 +93,7 @@ async function* streamFrom(
     if (error instanceof ObjectStoreError && error.code === "STORE_NOT_FOUND") {
       throw new ArchiveReaderError(
         "READER_REMOTE_INCOMPLETE",
-        `fetch ${ctx.uri}: ${file.path} is in the archive's inventory but the object is missing. The archive is damaged and publish does not repair it: restore the object from another copy of the archive (ckpt store copy), or publish the local artifact to a new destination.`,
+        `fetch ${ctx.uri}: ${file.path} is in the archive's inventory but the object is missing. The archive is damaged: where the artifact it was published from is still on disk, re-upload its missing or damaged objects with ckpt artifact publish --repair (the same --artifact-dir, --upload-prefix and --bucket), or restore the object from another copy of the archive (ckpt store copy).`,
         { kind: "refused", subject: file.path, cause: error },
       );
     }

@@ -5,7 +5,7 @@ import type { ObjectInfo, ObjectStore } from "@ckpt/object-store";
 import { drain, type LongOperation, withEvents } from "@ckpt/progress";
 import { checkDcpDirectory } from "@ckpt/tensors";
 import { ArchiveReaderError } from "../errors.js";
-import { abortedError } from "../internal/pool.js";
+import { abortedError, asReaderAbort } from "../internal/pool.js";
 import { type DownloadContext, defaultResumeDelay, downloadFile } from "./download.js";
 import {
   type FetchPlan,
@@ -65,7 +65,13 @@ export function fetchArtifactIter(
   dst: string,
   options: FetchOptions = {},
 ): LongOperation<FetchEvent, FetchReport> {
-  return withEvents((emit, signal) => runFetch(store, dst, options, emit, signal), options.signal);
+  return withEvents(
+    (emit, signal) =>
+      runFetch(store, dst, options, emit, signal).catch((error: unknown) => {
+        throw asReaderAbort(error, `fetch ${options.uri ?? store.uri}`);
+      }),
+    options.signal,
+  );
 }
 
 /** The fetch itself; `signal` aborts on the caller's abort and when the caller stops reading. */

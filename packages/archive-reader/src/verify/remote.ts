@@ -1,6 +1,6 @@
 import { mapPool } from "@ckpt/manifest";
 import type { ObjectInfo, ObjectStore } from "@ckpt/object-store";
-import { abortedError, DEFAULT_HEAD_CONCURRENCY } from "../internal/pool.js";
+import { abortedError, asReaderAbort, DEFAULT_HEAD_CONCURRENCY } from "../internal/pool.js";
 
 /** What a HEAD found for one expected object. */
 export type RemoteObjectStatus = "ok" | "missing" | "size_mismatch" | "digest_mismatch" | "digest_absent";
@@ -71,7 +71,11 @@ export async function verifyRemoteFiles(
   const { signal } = options;
   const objects = await mapPool(files, options.concurrency ?? DEFAULT_HEAD_CONCURRENCY, async (file) => {
     if (signal?.aborted) throw abortedError(`verify ${store.uri}`, signal);
-    const info = await store.head(file.path, signal === undefined ? {} : { signal });
+    const info = await store
+      .head(file.path, signal === undefined ? {} : { signal })
+      .catch((error: unknown) => {
+        throw asReaderAbort(error, `verify ${store.uri}`);
+      });
     return judgeRemoteObject(file, info);
   });
   return { ok: objects.every((o) => o.status === "ok"), objects };

@@ -1,4 +1,4 @@
-import { describeShortfall, isNoSpace, messageOf, spaceShortfall } from "@ckpt/errors";
+import { describeShortfall, isAbort, isNoSpace, messageOf, spaceShortfall } from "@ckpt/errors";
 import { copyFile, mkdir, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import {
@@ -40,8 +40,12 @@ import { resyncStagedSidecars } from "./resync.js";
 import { SourceSession } from "./session.js";
 import { inspectTree, removeOwnedTree } from "./state.js";
 
-/** Gives an error the stage it happened in; foreign errors become MATERIALIZE_BUILD_FAILED with their code named. */
-function inStage(error: unknown, stage: MaterializeStage, out: string): unknown {
+/**
+ * Gives an error the stage it happened in; an abort noticed below (the store's, the reader's, the
+ * hasher's) becomes MATERIALIZE_ABORTED, other foreign errors MATERIALIZE_BUILD_FAILED with their
+ * code named.
+ */
+export function inStage(error: unknown, stage: MaterializeStage, out: string): unknown {
   const noSpaceYet = !(error instanceof HfConversionError && error.code === "MATERIALIZE_NO_SPACE");
   if (noSpaceYet && isNoSpace(error)) {
     const file = (error as { file?: unknown; path?: unknown }).file ?? (error as { path?: unknown }).path;
@@ -52,15 +56,26 @@ function inStage(error: unknown, stage: MaterializeStage, out: string): unknown 
     error.stage ??= stage;
     return error;
   }
+  const unchanged =
+    stage === "convert" || stage === "sidecars" || stage === "verify" || stage === "mark"
+      ? ` The staging directory was removed; ${out} is unchanged.`
+      : "";
+  if (isAbort(error)) {
+    return new HfConversionError(
+      "MATERIALIZE_ABORTED",
+      `materialize ${out}: aborted in the ${stage} stage.${unchanged}`,
+      {
+        kind: "failed",
+        stage,
+        cause: error,
+      },
+    );
+  }
   const code = (error as { code?: unknown }).code;
   const kind = (error as { kind?: unknown }).kind;
   return new HfConversionError(
     "MATERIALIZE_BUILD_FAILED",
-    `materialize ${out}: the ${stage} stage failed: ${typeof code === "string" ? `[${code}] ` : ""}${messageOf(error)}${
-      stage === "convert" || stage === "sidecars" || stage === "verify" || stage === "mark"
-        ? ` The staging directory was removed; ${out} is unchanged.`
-        : ""
-    }`,
+    `materialize ${out}: the ${stage} stage failed: ${typeof code === "string" ? `[${code}] ` : ""}${messageOf(error)}${unchanged}`,
     {
       kind: kind === "input" || kind === "refused" || kind === "transient" ? kind : "failed",
       stage,

@@ -353,7 +353,7 @@ function evaluate(e: ArtifactEvidence): Verdict {
     if (bad.length > 0) {
       return k(
         code,
-        `remote check of ${named(bad)}: ${what}. The local copy stays. Publish does not repair a committed archive: restore the objects from another copy of the archive (ckpt store copy <copy> <uri>), or publish the local artifact to a new destination (ckpt artifact publish --force: the receipt then binds it).`,
+        `remote check of ${named(bad)}: ${what}. The local copy stays. Repair the archive from it: ckpt artifact publish --repair (the --artifact-dir, --upload-prefix and --bucket it was published with) re-uploads the missing or damaged objects; or restore them from another copy of the archive (ckpt store copy <copy> <uri>).`,
       );
     }
   }

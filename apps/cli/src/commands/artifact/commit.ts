@@ -13,6 +13,8 @@ interface CommitArgs {
 
 export const commitCommand: CkptCommand<CommitArgs> = {
   command: "commit <dir>",
+  interruptLeaves:
+    "the artifact is committed only if its manifest, written last and atomically, is there; run the same command again (a committed artifact is refused as such)",
   describe: "Describe an artifact's written payloads and commit its manifest last",
   builder: (yargs) =>
     yargs

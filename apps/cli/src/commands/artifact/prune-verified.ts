@@ -55,6 +55,8 @@ function renderPrune(report: PruneReport): string {
 
 export const pruneVerifiedCommand: CkptCommand<PruneArgs> = {
   command: "prune-verified",
+  interruptLeaves:
+    "the payloads released so far are gone locally (each after its archive was verified); the rest stay; run the same command again",
   describe:
     "Release the local payload of published artifacts whose archive is proven (receipt, local digests, live remote objects)",
   exitCodes: {

@@ -1,6 +1,6 @@
 import { basename, join } from "node:path";
 import { artifactPrefixFor, classifyIterPath, parseIterDir, UPLOADED_MARKER } from "@ckpt/manifest";
-import type { PublishDryRun } from "@ckpt/archive-publisher";
+import type { PublishDryRun, PublishReport } from "@ckpt/archive-publisher";
 import type { DestinationIdentity } from "@ckpt/object-store";
 import { DestinationConflictError, UsageError } from "../../errors.js";
 import { createProgress, drainWithProgress } from "../../progress.js";
@@ -15,6 +15,7 @@ interface PublishArgs {
   credentials?: string;
   "delete-local": boolean;
   "dry-run": boolean;
+  repair: boolean;
   "upload-concurrency"?: number;
   force: boolean;
 }
@@ -80,6 +81,16 @@ export function publishLeaves(uri: string, progress: PublishProgress): string {
   return `nothing published: ${uri} has no manifest (written last), so no reader takes it; the declaration and ${progress.uploaded} complete payloads stay there and are reused, in-flight uploads were aborted; run the same command again to resume`;
 }
 
+/** What an interrupted repair leaves at `uri`. Pure. */
+function repairLeaves(uri: string): string {
+  return `${uri} stays committed; the objects re-uploaded so far are complete and verified, in-flight uploads were aborted; run the same command again to repair the rest`;
+}
+
+/** The objects a repair re-uploaded (or would), each with what was wrong. Pure. */
+function repairedList(repaired: NonNullable<PublishReport["repaired"]>): string {
+  return repaired.map((o) => `${o.path} (${o.status.replace("_", " ")})`).join(", ");
+}
+
 /**
  * The destination URI of an artifact: the bucket root (a bare name means s3://<name>) joined with
  * the artifact prefix derived from the run's upload prefix. Pure.
@@ -91,10 +102,13 @@ export function artifactDestinationUri(bucket: string, uploadPrefix: string, ite
 }
 
 /** What a dry run would upload and release, one line each, then that nothing was done. */
-function renderPublishDryRun(dir: string, uri: string, would: PublishDryRun): string {
-  const lines = [
-    `dry run: nothing was uploaded, written or released; ${dir} -> ${uri} would upload ${would.would_upload.length} files${would.would_upload.length === 0 ? " (the archive is already there)" : `: ${would.would_upload.join(", ")}`}`,
-  ];
+function renderPublishDryRun(dir: string, report: PublishReport, would: PublishDryRun): string {
+  const { uri, repaired } = report;
+  const upload =
+    repaired !== undefined
+      ? `would re-upload ${repaired.length} of ${report.inventory.length} objects${repaired.length === 0 ? " (every one reads back as declared)" : `: ${repairedList(repaired)}`}`
+      : `would upload ${would.would_upload.length} files${would.would_upload.length === 0 ? " (the archive is already there)" : `: ${would.would_upload.join(", ")}`}`;
+  const lines = [`dry run: nothing was uploaded, written or released; ${dir} -> ${uri} ${upload}`];
   if (would.would_rewrite_manifest) lines.push("the local manifest would be completed with digests first");
   for (const r of would.would_remove)
     lines.push(`would release ${r.path} (${formatBytes(r.bytes)}): ${r.reason}`);
@@ -133,6 +147,12 @@ export const publishCommand: CkptCommand<PublishArgs> = {
           describe:
             "Decide exactly as a real publish (hash, read the destination, plan) but upload, write and release nothing; the report says what would be uploaded and, with --delete-local, released",
         })
+        .option("repair", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Repair a committed archive from this artifact: read back every object its declaration records and re-upload those missing or damaged (another size or sha256), verified as a first publish; refused unless the archive declares exactly the local bytes",
+        })
         .option("upload-concurrency", {
           type: "number",
           describe: "Payload uploads in flight at once, 1 to 64 (default 8)",
@@ -151,6 +171,10 @@ export const publishCommand: CkptCommand<PublishArgs> = {
       .example(
         "ckpt artifact publish --artifact-dir <dir> --upload-prefix <p> --bucket file:///mnt/archive --delete-local --json",
         "archive to a shared filesystem, then free the local payloads",
+      )
+      .example(
+        "ckpt artifact publish --artifact-dir <dir> --upload-prefix <p> --bucket experiments --repair --dry-run",
+        "list the objects of the committed archive that are missing or damaged; without --dry-run, re-upload them",
       ),
   abortCode: "PUBLISH_ABORTED",
   async run(args, io, { signal, leaves }) {
@@ -178,7 +202,9 @@ export const publishCommand: CkptCommand<PublishArgs> = {
     }
     const uri = artifactDestinationUri(defaults.bucket, args["upload-prefix"], iteration);
     const progress: PublishProgress = { declared: false, uploaded: 0, committed: false, receipted: false };
-    leaves(publishLeaves(uri, progress));
+    const left = () =>
+      args.repair && !progress.receipted ? repairLeaves(uri) : publishLeaves(uri, progress);
+    leaves(left());
     const store = await openStore(
       uri,
       defaults.credentials === undefined ? {} : { credentials: defaults.credentials },
@@ -218,12 +244,13 @@ export const publishCommand: CkptCommand<PublishArgs> = {
         deleteLocal: args["delete-local"],
         signal,
         dryRun: args["dry-run"],
+        repair: args.repair,
         ...(uploadConcurrency === undefined ? {} : { uploadConcurrency }),
       }),
       [hashing, uploading],
       (event) => {
         if (event.type === "hash") hashing.update(event.doneBytes, event.totalBytes, event.path);
-        else if (event.type === "plan") hashing.finish();
+        else if (event.type === "plan" || event.type === "repair") hashing.finish();
         else if (event.type === "upload") uploading.update(event.doneBytes, event.totalBytes, event.path);
         else if (event.type === "declaration") progress.declared = true;
         else if (event.type === "uploaded") {
@@ -231,7 +258,7 @@ export const publishCommand: CkptCommand<PublishArgs> = {
           uploading.fileDone(event.path);
         } else if (event.type === "committed") progress.committed = true;
         else if (event.type === "receipt") progress.receipted = true;
-        leaves(publishLeaves(uri, progress));
+        leaves(left());
       },
     );
     if (report.dry_run !== undefined) {
@@ -239,13 +266,20 @@ export const publishCommand: CkptCommand<PublishArgs> = {
       return {
         exitCode: 0,
         report: { ok: true, ...rest, dry_run: true, ...would },
-        human: renderPublishDryRun(dir, report.uri, would),
+        human: renderPublishDryRun(dir, report, would),
       };
     }
     const total = report.inventory.reduce((sum, f) => sum + f.size, 0);
+    const done =
+      report.repaired === undefined
+        ? report.status === "published"
+          ? `, ${report.uploaded.length} uploaded`
+          : ", remote verified"
+        : report.repaired.length === 0
+          ? ", nothing to repair: every object reads back as declared; remote verified"
+          : `, re-uploaded ${repairedList(report.repaired)}; remote verified`;
     const lines = [
-      `${report.status} ${dir} -> ${report.uri}: ${report.inventory.length} files, ${formatBytes(total)}` +
-        (report.status === "published" ? `, ${report.uploaded.length} uploaded` : ", remote verified"),
+      `${report.status} ${dir} -> ${report.uri}: ${report.inventory.length} files, ${formatBytes(total)}${done}`,
     ];
     if (report.manifest_rewritten)
       lines.push("the local manifest was completed with digests (or converted) before upload");

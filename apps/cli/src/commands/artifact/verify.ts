@@ -17,14 +17,22 @@ function leftoverLine(leftovers: Leftovers): string {
     : `\nleftovers: ${leftovers.count} item${leftovers.count === 1 ? "" : "s"} (${formatBytes(leftovers.bytes)}) ckpt left beside the archive; \`${leftovers.gc}\` lists them, --apply removes them`;
 }
 
-/** One line for a sound archive; otherwise a table naming every object that failed. Then any leftovers. */
-function renderVerify(report: VerifyReport, uri: string, leftovers: Leftovers): string {
+/** How a failed archive is repaired from the artifact whose receipt was checked. Pure. */
+function repairAdvice(artifactDir: string): string {
+  return `repair: if ${artifactDir} still holds the published bytes, \`ckpt artifact publish --repair --artifact-dir ${artifactDir}\` with the --upload-prefix and --bucket it was published with re-uploads the missing or damaged objects (--dry-run first lists them)`;
+}
+
+/**
+ * One line for a sound archive; otherwise a table naming every object that failed and the way to
+ * repair it. Then any leftovers.
+ */
+function renderVerify(report: VerifyReport, uri: string, leftovers: Leftovers, artifactDir: string): string {
   const count = report.objects.length === 1 ? "1 object" : `${report.objects.length} objects`;
   if (report.ok) {
     return `verified ${count} at ${uri}: every recorded object is live with its size and sha256${leftoverLine(leftovers)}`;
   }
   const rows = report.problems.map((p) => [p.path, p.status, p.message.slice(p.path.length + 2)]);
-  return `verification FAILED at ${uri}: ${report.problems.length} of ${count} not as recorded\n\n${table(["object", "status", "detail"], rows)}${leftoverLine(leftovers)}`;
+  return `verification FAILED at ${uri}: ${report.problems.length} of ${count} not as recorded\n\n${table(["object", "status", "detail"], rows)}\n${repairAdvice(artifactDir)}${leftoverLine(leftovers)}`;
 }
 
 export const verifyCommand: CkptCommand<VerifyArgs> = {
@@ -68,7 +76,7 @@ export const verifyCommand: CkptCommand<VerifyArgs> = {
     return {
       exitCode: report.ok ? 0 : 1,
       report: { ...report, uri, leftovers },
-      human: renderVerify(report, uri, leftovers),
+      human: renderVerify(report, uri, leftovers, args.artifactDir),
     };
   },
 };
