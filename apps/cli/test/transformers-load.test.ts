@@ -103,6 +103,50 @@ async function merged(root: string, fixture: TransformersFixture): Promise<strin
   return model;
 }
 
+describe("a VLM (Qwen3-VL layout: vision tower, merger, text model) with its processor", () => {
+  it("loads with its class, AutoTokenizer, AutoProcessor and GenerationConfig; text and image logits bit-equal", {
+    timeout: TIMEOUT_MS,
+  }, async () => {
+    const root = await testdir("ckpt-cli-transformers-vlm-");
+    const fixture = await makeTransformersFixture(join(root, "fx"), "qwen3_vl", "fused", 2, 23);
+    expect(fixture.baseShards).toBeGreaterThanOrEqual(2);
+    expect(fixture.keys.some((k) => k.startsWith("model.visual."))).toBe(true);
+    const model = await merged(root, fixture);
+    const out = join(root, "export");
+    const built = await cli(materializeHfArgs(join(model, ".."), fixture.base, out, "--json"));
+    expect(built.code, built.out).toBe(0);
+    // The processor's files are sidecars: carried over byte for byte by the rule that copies them.
+    for (const file of [
+      "preprocessor_config.json",
+      "video_preprocessor_config.json",
+      "processor_config.json",
+      "chat_template.json",
+      "tokenizer.json",
+      "generation_config.json",
+    ]) {
+      expect(await readFile(join(out, file), "utf8"), file).toBe(
+        await readFile(join(fixture.base, file), "utf8"),
+      );
+    }
+    const load = await loadWithTransformers(out, model, "fused");
+    expect(load.class).toBe("Qwen3VLForConditionalGeneration");
+    expect(load.processor).toBe("Qwen3VLProcessor");
+    expect(load.loading_info).toEqual({
+      missing_keys: [],
+      unexpected_keys: [],
+      mismatched_keys: [],
+      error_msgs: [],
+    });
+    expect(load.key_warnings).toEqual([]);
+    expect(load.logits_dtype).toBe("torch.bfloat16");
+    expect(load.logits_equal).toBe(true);
+    expect(load.image_logits_equal).toBe(true);
+    expect(load.image_changes_logits).toBe(true);
+    expect(load.tied).toBe(false);
+    expect(load.generation).toEqual({ eos_token_id: 2, max_new_tokens: 8 });
+  });
+});
+
 describe("materialize-hf --loader-check", () => {
   it("records the loader's verdict in the marker when the staged build loads", {
     timeout: TIMEOUT_MS,
