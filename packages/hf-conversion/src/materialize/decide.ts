@@ -204,7 +204,7 @@ function leftover(): MaterializeDecision {
 }
 
 /** What a decided request would do, in words: `--dry-run`'s report. */
-export interface DecisionExplanation {
+interface DecisionExplanation {
   readonly reason: string;
   /** Paths (`<out>`, `<out>.tmp`, `<out>.previous`) a run would replace, remove or rename, each with why. */
   readonly wouldReplace: readonly { readonly path: "out" | "staged" | "previous"; readonly reason: string }[];

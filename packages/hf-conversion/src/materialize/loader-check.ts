@@ -66,7 +66,7 @@ done(transformers.__version__)
 /** The record a passed check leaves in the marker. */
 export type LoaderCheckRecord = NonNullable<MaterializedMarker["loader_check"]>;
 
-export type LoaderCheckVerdict =
+type LoaderCheckVerdict =
   | { readonly passed: true; readonly record: LoaderCheckRecord }
   /** `problem` names the failed calls with the loader's own messages. */
   | { readonly passed: false; readonly problem: string };
@@ -78,7 +78,7 @@ interface CallResult {
 }
 
 /** What the child's exit and output say about the build. Pure. */
-export function judgeLoaderCheck(
+function judgeLoaderCheck(
   python: string,
   exit: {
     readonly code: number | null;
