@@ -16,6 +16,7 @@ import { parseLockWait } from "../src/commands/lock-wait.js";
 import { runCli } from "../src/run.js";
 import { publishFixture } from "./helpers/archive-fixture.js";
 import { captureIo } from "./helpers/capture.js";
+import { treeDigest } from "./helpers/tree.js";
 
 let root = "";
 let base = "";
@@ -137,6 +138,45 @@ describe("ckpt materialize-hf", () => {
       expect(r.out).toContain(flag);
     }
     expect(r.out).toContain("Examples:");
+  });
+});
+
+describe("ckpt materialize-hf --dry-run", () => {
+  it("decides as a real run (refuse, --force build, skip) and touches nothing: no lock, no staging", async () => {
+    const dir = out();
+    expect((await materialize(artifact, dir, "--quiet")).code).toBe(0);
+    const parent = join(dir, "..");
+    const before = await treeDigest(parent);
+    // The same refusal as a real run: another request's output is not replaced without --force.
+    const refused = await materialize(other, dir, "--dry-run", "--json");
+    expect(refused.code).toBe(1);
+    expect(JSON.parse(refused.out).error).toMatchObject({ code: "MATERIALIZE_OUTPUT_MISMATCH" });
+    const forced = await materialize(other, dir, "--force", "--dry-run", "--json");
+    expect(forced.code, forced.out).toBe(0);
+    expect(await treeDigest(parent)).toBe(before);
+    expect(JSON.parse(forced.out)).toMatchObject({
+      ok: true,
+      dry_run: true,
+      action: "build",
+      out: dir,
+      reason: expect.stringMatching(/^--force replaces a completed output of another request: source /),
+      recover: [],
+      would_replace: [
+        { path: dir, reason: "replaced by the new build at the swap: it holds a complete output" },
+      ],
+    });
+    const human = await materialize(other, dir, "--force", "--dry-run");
+    expect(human.out).toMatch(
+      new RegExp(`^dry run: nothing was written; would build ${dir} \\(--force replaces a completed output`),
+    );
+    expect(human.out).toContain(`would replace ${dir}: replaced by the new build at the swap`);
+    const same = await materialize(artifact, dir, "--dry-run", "--json");
+    expect(JSON.parse(same.out)).toMatchObject({ action: "skip", would_replace: [] });
+    expect(await treeDigest(parent)).toBe(before);
+    // The real run then does what the dry run said.
+    const real = await materialize(other, dir, "--force", "--json");
+    expect(JSON.parse(real.out)).toMatchObject({ ok: true, action: "built" });
+    expect(await treeDigest(parent)).not.toBe(before);
   });
 });
 

@@ -34,6 +34,7 @@ export type HfConversionErrorCode =
   | "MATERIALIZE_LOCK_LOST"
   // the staged build
   | "MATERIALIZE_VERIFY_FAILED"
+  | "MATERIALIZE_LOADER_CHECK_FAILED"
   | "MATERIALIZE_BUILD_FAILED"
   | "MATERIALIZE_ABORTED"
   // the disk holding <out> is full
@@ -51,6 +52,7 @@ export type MaterializeStage =
   | "convert"
   | "sidecars"
   | "verify"
+  | "loader-check"
   | "mark"
   | "swap"
   | "cleanup";

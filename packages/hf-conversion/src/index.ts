@@ -73,6 +73,7 @@ export {
 // --- the materializer
 export type { VerifyReport } from "./verify/verify.js";
 export { LOCK_STALE_MS } from "./materialize/lock.js";
+export type { LoaderCheckRecord } from "./materialize/loader-check.js";
 export {
   type MaterializeEvent,
   type MaterializeReport,
@@ -82,4 +83,9 @@ export {
   DEFAULT_MIN_TENSORS,
   resolveMaterializeOptions,
 } from "./materialize/options.js";
-export { materializeHf, materializeHfIter } from "./materialize/materialize.js";
+export {
+  type MaterializeDryRun,
+  dryRunMaterializeHf,
+  materializeHf,
+  materializeHfIter,
+} from "./materialize/materialize.js";

@@ -12,8 +12,8 @@ export const TRANSFORMERS_MODELS = join(
   "transformers_models.py",
 );
 
-/** Model families the script builds (AutoConfig.for_model names). */
-export type TransformersModel = "llama" | "qwen3" | "qwen3_moe";
+/** Model families the script builds (AutoConfig.for_model names); qwen3_vl is a VLM with a processor. */
+export type TransformersModel = "llama" | "qwen3" | "qwen3_moe" | "qwen3_vl";
 /** How a checkpoint holds a MoE model's routed experts (see the script's docstring). */
 export type ExpertLayout = "fused" | "per_expert" | "stacked";
 
@@ -30,6 +30,14 @@ export interface TransformersFixture {
 
 /** What transformers made of an export (the script's `load` command). */
 export interface TransformersLoad {
+  /** The class config.json's architectures names, as loaded. */
+  class: string;
+  /** AutoProcessor's class, when the export has a processor config. */
+  processor: string | null;
+  /** A VLM's logits on the text after an image, bit-equal to the state dict's. */
+  image_logits_equal?: boolean;
+  /** Another image gives other logits: the vision tower took part. */
+  image_changes_logits?: boolean;
   loading_info: Record<string, string[]>;
   key_warnings: string[];
   warnings: string[];

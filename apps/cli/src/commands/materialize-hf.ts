@@ -18,7 +18,9 @@ interface MaterializeArgs {
   "min-tensors"?: number;
   verify: boolean;
   force: boolean;
+  "dry-run": boolean;
   "unified-chat-template": boolean;
+  "loader-check"?: string;
   "lock-wait-seconds"?: string;
   quiet: boolean;
   json: boolean;
@@ -42,12 +44,18 @@ function summary(report: MaterializeReport): string {
             ? `verified: ${v.probedTensors} copied tensors (${formatBytes(v.probedBytes)}) bit for bit, ${v.sampledExpertParts} expert matrices sampled`
             : "tensors not probed (--no-verify); layout, count and sidecars checked",
         ];
+  const loaders = report.loaderCheck
+    ? [
+        `loader check: ${report.loaderCheck.calls.join(", ")} passed with transformers ${report.loaderCheck.transformers_version} (${report.loaderCheck.seconds.toFixed(1)} s)`,
+      ]
+    : [];
   const staging = report.staging
     ? [`staging ${report.staging.dir}: ${report.staging.removed.length > 0 ? "removed" : "kept"}`]
     : [];
   return [
     head,
     ...verified,
+    ...loaders,
     ...report.recovered.map((r) => `recovered: ${r}`),
     ...report.notes.map((n) => `note: ${n}`),
     ...staging,
@@ -109,16 +117,31 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
           describe:
             "Rebuild over a completed output of another request (or of this one); a leftover <out>.previous goes at the swap",
         })
+        .option("dry-run", {
+          type: "boolean",
+          default: false,
+          describe:
+            "Decide as a real run would (skip, publish, build, or what --force replaces) and touch nothing: no lock, no staging",
+        })
         .option("unified-chat-template", {
           type: "boolean",
           default: false,
           describe:
             "Write the processor's template (canonical form) into both chat_template.json and tokenizer_config.json",
         })
+        .option("loader-check", {
+          type: "string",
+          describe:
+            "A Python with transformers: the staged build must load with it (AutoConfig, the architecture's class, AutoTokenizer, AutoProcessor, GenerationConfig) before it is published; the verdict goes into the marker",
+        })
         .option("lock-wait-seconds", lockWaitOption("materializer"))
         .example(
           "ckpt materialize-hf --ckpt-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300",
           "build the teacher directory (skips when it is already there for the same source and base)",
+        )
+        .example(
+          "ckpt materialize-hf --ckpt-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300 --force --dry-run",
+          "what a forced rebuild would replace, and why; nothing is touched",
         )
         .example(
           "ckpt materialize-hf --artifact-uri s3://bkt/.../checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300 --credentials creds.json --json",
@@ -133,7 +156,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
       throw new UsageError("name the source with exactly one of --ckpt-dir or --artifact-uri.");
     }
     const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
-    const { materializeHfIter } = await import("@ckpt/hf-conversion");
+    const { dryRunMaterializeHf, materializeHfIter } = await import("@ckpt/hf-conversion");
     let source: MaterializeRequest["source"];
     if (uri !== undefined) {
       const { openStore } = await import("@ckpt/object-store");
@@ -146,6 +169,30 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     } else {
       source = { kind: "local", ckptDir: local! };
     }
+    const request: MaterializeRequest = {
+      source,
+      base: args.base,
+      out: args.out,
+      ...(args["stage-dir"] === undefined ? {} : { stageDir: args["stage-dir"] }),
+      keepStaged: args["keep-staged"],
+      ...(args["expect-tensors"] === undefined ? {} : { expectTensors: args["expect-tensors"] }),
+      ...(args["min-tensors"] === undefined ? {} : { minTensors: args["min-tensors"] }),
+      verify: args.verify,
+      force: args.force,
+      unifiedChatTemplate: args["unified-chat-template"],
+      ...(args["loader-check"] === undefined ? {} : { loaderCheck: args["loader-check"] }),
+      ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
+      signal,
+    };
+    if (args["dry-run"]) {
+      const would = await dryRunMaterializeHf(request);
+      const replacing = would.would_replace.map((w) => `\nwould replace ${w.path}: ${w.reason}`).join("");
+      return {
+        exitCode: 0,
+        report: { ok: true, ...would },
+        human: `dry run: nothing was written; would ${would.action} ${would.out} (${would.reason})${replacing}`,
+      };
+    }
     const quiet = args.quiet || args.json;
     const fetching = createProgress(io, "fetch", { quiet });
     const converting = createProgress(io, "convert", { quiet });
@@ -153,33 +200,16 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     leaves(
       `${args.out} was not changed (${uri === undefined ? "this run's partial build was removed" : "this run's partial build and what it fetched were removed"}); run the same command again to build it`,
     );
-    const report = await drainWithProgress(
-      materializeHfIter({
-        source,
-        base: args.base,
-        out: args.out,
-        ...(args["stage-dir"] === undefined ? {} : { stageDir: args["stage-dir"] }),
-        keepStaged: args["keep-staged"],
-        ...(args["expect-tensors"] === undefined ? {} : { expectTensors: args["expect-tensors"] }),
-        ...(args["min-tensors"] === undefined ? {} : { minTensors: args["min-tensors"] }),
-        verify: args.verify,
-        force: args.force,
-        unifiedChatTemplate: args["unified-chat-template"],
-        ...(lockWaitSeconds === undefined ? {} : { lockWaitSeconds }),
-        signal,
-      }),
-      [fetching, converting],
-      (event) => {
-        if (event.type === "fetch" && event.event.type === "bytes") {
-          fetching.update(event.event.doneBytes, event.event.totalBytes, event.event.path);
-        } else if (event.type === "convert") {
-          fetching.finish();
-          converting.update(event.doneBytes, event.totalBytes, event.file);
-        } else if (event.type === "lock") {
-          waited = event.waitedFor;
-        }
-      },
-    );
+    const report = await drainWithProgress(materializeHfIter(request), [fetching, converting], (event) => {
+      if (event.type === "fetch" && event.event.type === "bytes") {
+        fetching.update(event.event.doneBytes, event.event.totalBytes, event.event.path);
+      } else if (event.type === "convert") {
+        fetching.finish();
+        converting.update(event.doneBytes, event.totalBytes, event.file);
+      } else if (event.type === "lock") {
+        waited = event.waitedFor;
+      }
+    });
     const human =
       waited === undefined ? summary(report) : `${summary(report)}\nwaited for the lock held by ${waited}`;
     return {

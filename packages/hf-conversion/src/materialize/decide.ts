@@ -202,3 +202,84 @@ function leftover(): MaterializeDecision {
     path: "previous",
   };
 }
+
+/** What a decided request would do, in words: `--dry-run`'s report. */
+interface DecisionExplanation {
+  readonly reason: string;
+  /** Paths (`<out>`, `<out>.tmp`, `<out>.previous`) a run would replace, remove or rename, each with why. */
+  readonly wouldReplace: readonly { readonly path: "out" | "staged" | "previous"; readonly reason: string }[];
+}
+
+const describeState = (s: TreeState): string =>
+  s.kind === "complete" ? "a complete output" : s.kind === "absent" ? "nothing" : `${s.kind}: ${s.reason}`;
+
+/**
+ * Says why `decision` was taken over `states` and what it would replace. Pure; the decision is
+ * {@link decideMaterialize}'s for the same states, identity and `force`.
+ */
+export function explainDecision(
+  decision: Exclude<MaterializeDecision, { action: "need-identity" | "refuse" }>,
+  states: OutputStates,
+  identity: RequestIdentity,
+): DecisionExplanation {
+  const would: { path: "out" | "staged" | "previous"; reason: string }[] = [];
+  for (const step of decision.recover) {
+    if (step === "restore-previous")
+      would.push({
+        path: "previous",
+        reason: "renamed back to <out>: a swap was interrupted between its renames",
+      });
+    else would.push({ path: "staged", reason: `removed: ${describeState(states.staged)}` });
+  }
+  const differences = (s: TreeState) =>
+    s.kind === "complete" ? identityDifferences(s.marker, identity) : [];
+  switch (decision.action) {
+    case "skip":
+      return {
+        reason: "the same request completed here (its marker records this source, base and options)",
+        wouldReplace: would,
+      };
+    case "publish": {
+      if (!decision.finishesSwap && states.out.kind !== "absent")
+        would.push({
+          path: "out",
+          reason: `replaced by <out>.tmp at the swap: it holds ${describeState(states.out)}`,
+        });
+      const then = decision.thenBuild ? "; then --force rebuilds it" : "";
+      return {
+        reason: decision.finishesSwap
+          ? `a swap was interrupted between its renames and <out>.tmp is this request's complete build: the swap is finished${then}`
+          : `<out>.tmp is this request's complete build and the only complete one: it is verified and swapped in${then}`,
+        wouldReplace: would,
+      };
+    }
+    case "build": {
+      if (decision.discardStaged)
+        would.push({
+          path: "staged",
+          reason: `removed before the build: it holds ${describeState(states.staged)}`,
+        });
+      if (decision.previousAtSwap)
+        would.push({
+          path: "previous",
+          reason: "left by an interrupted swap; --force removes it at the swap",
+        });
+      const out = decision.recover.includes("restore-previous") ? states.previous : states.out;
+      const found = differences(out);
+      let reason: string;
+      if (out.kind === "complete") {
+        reason =
+          found.length > 0
+            ? `--force replaces a completed output of another request: ${found.join("; ")}`
+            : "--force rebuilds a completed output of this same request";
+      } else if (out.kind === "absent") reason = "nothing is at <out>";
+      else reason = `<out> is ${describeState(out)}`;
+      if (out.kind !== "absent")
+        would.push({
+          path: "out",
+          reason: `replaced by the new build at the swap: it holds ${describeState(out)}`,
+        });
+      return { reason, wouldReplace: would };
+    }
+  }
+}

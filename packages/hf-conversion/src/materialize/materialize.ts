@@ -23,6 +23,7 @@ import { assertTiedCopies } from "../source/tied.js";
 import { probeShard, type ShardProbe, type VerifyReport, verifyStaged } from "../verify/verify.js";
 import {
   decideMaterialize,
+  explainDecision,
   type MaterializeDecision,
   type OutputStates,
   type Recovery,
@@ -36,6 +37,7 @@ import {
   type Options,
   resolveMaterializeOptions,
 } from "./options.js";
+import { type LoaderCheckRecord, runLoaderCheck } from "./loader-check.js";
 import { resyncStagedSidecars } from "./resync.js";
 import { SourceSession } from "./session.js";
 import { inspectTree, removeOwnedTree } from "./state.js";
@@ -164,8 +166,153 @@ export function materializeHf(request: MaterializeRequest): Promise<MaterializeR
   return drain(materializeHfIter(request));
 }
 
+function requestIdentity(source: SourceFile, base: BasePreflight, options: Options): RequestIdentity {
+  return {
+    conversion_version: CURRENT_CONVERSION_VERSION,
+    source,
+    base: { source: base.dir, fingerprint: base.fingerprint },
+    options: { unified_chat_template: options.unified },
+  };
+}
+
+/**
+ * What is at `<out>`, `<out>.tmp` and `<out>.previous`, and what the request does with it: the
+ * source is hashed only when a complete tree must be compared with it. Reads only.
+ */
+async function decideRequest(
+  options: Options,
+  base: BasePreflight,
+  session: SourceSession,
+): Promise<{ states: OutputStates; identity: RequestIdentity | undefined; decision: MaterializeDecision }> {
+  try {
+    const states: OutputStates = {
+      out: await inspectTree(options.out, base),
+      staged: await inspectTree(options.staged, base, { sidecarsRepairable: true }),
+      previous: await inspectTree(options.previous, base),
+    };
+    const quick = session.quickIdentity;
+    let identity = quick && requestIdentity(quick, base, options);
+    let decision = decideMaterialize(states, identity, options.force);
+    if (decision.action === "need-identity") {
+      identity = requestIdentity(await session.identity(), base, options);
+      decision = decideMaterialize(states, identity, options.force);
+    }
+    return { states, identity, decision };
+  } catch (error) {
+    throw inStage(error, "inspect-output", options.out);
+  }
+}
+
+/** The refusal a decision names, about the path it names. */
+function refusalOf(decision: MaterializeDecision & { action: "refuse" }, options: Options): unknown {
+  const { out } = options;
+  const path = { out, staged: options.staged, previous: options.previous }[decision.path];
+  const found = decision.found.replace(/<out>/g, out);
+  const error = refusal(decision.code, found, decision.consequence, decision.remedy, { file: path });
+  return inStage(error, "inspect-output", out);
+}
+
+/** The conversion plan, with what is worth knowing about it added to `notes`. */
+function planWithNotes(
+  request: MaterializeRequest,
+  options: Options,
+  base: BasePreflight,
+  opened: OpenedSource,
+  notes: string[],
+): ConversionPlan {
+  try {
+    const plan = planConversion(base.shards, opened.tensors, {
+      rules: request.rules,
+      tiedEmbeddings: base.tiedEmbeddings,
+      expectTensors: options.expectTensors,
+      minTensors: options.minTensors,
+    });
+    for (const change of plan.dtypeChanges.slice(0, 5)) {
+      notes.push(
+        `${change.name} is ${change.checkpoint} in the checkpoint and ${change.base} in the base; the output keeps ${change.checkpoint}`,
+      );
+    }
+    const applied = new Map<string, number>();
+    for (const instance of plan.instances)
+      applied.set(instance.rule.name, (applied.get(instance.rule.name) ?? 0) + 1);
+    for (const [rule, count] of applied)
+      notes.push(`expert layout rule ${rule} re-laid the experts at ${count} module path(s)`);
+    for (const alias of plan.tiedAliases) {
+      notes.push(
+        `${alias.name} is tied to ${alias.sameAs} (${alias.proof === "storage" ? "one storage in the checkpoint" : "equal bytes, config.json ties the word embeddings"}) and the base's index does not list it; the output holds it once, as the base does`,
+      );
+    }
+    return plan;
+  } catch (error) {
+    throw inStage(error, "plan", options.out);
+  }
+}
+
+/** What `materialize-hf --dry-run` reports: a real run's decision, with nothing touched. */
+export interface MaterializeDryRun {
+  readonly dry_run: true;
+  readonly action: "skip" | "publish" | "build";
+  readonly out: string;
+  readonly reason: string;
+  /** Repairs of an interrupted earlier run a real run would do first. */
+  readonly recover: readonly Recovery[];
+  /** The paths a real run would replace, remove or rename, each with why. */
+  readonly would_replace: readonly { readonly path: string; readonly reason: string }[];
+  readonly notes: readonly string[];
+}
+
+/**
+ * Decides a request as {@link materializeHfIter} would, and touches nothing: no lock, no staging
+ * directory, no fetch. The base is preflighted, the output's trees inspected, a local source
+ * hashed when a complete tree must be compared with it and, before a build, planned (an archive's
+ * plan needs its bytes, so it is left to the real run). A refusal is thrown as a real run throws it.
+ */
+export async function dryRunMaterializeHf(request: MaterializeRequest): Promise<MaterializeDryRun> {
+  const options = resolveMaterializeOptions(request);
+  let base: BasePreflight;
+  try {
+    base = await preflightBase(request.base, { unifiedChatTemplate: options.unified });
+  } catch (error) {
+    throw inStage(error, "preflight", options.out);
+  }
+  const notes = base.ignored.map((name) => `base entry ${name} is not copied (not a sidecar)`);
+  const session = new SourceSession(request.source, options, request.signal);
+  try {
+    try {
+      await session.start();
+    } catch (error) {
+      throw inStage(error, "source", options.out);
+    }
+    const { states, decision } = await decideRequest(options, base, session);
+    if (decision.action === "refuse") throw refusalOf(decision, options);
+    if (decision.action === "need-identity") throw new Error("the decision needs an identity it was given");
+    if (decision.action === "build" && request.source.kind === "local") {
+      planWithNotes(request, options, base, await drain(session.bytes()), notes);
+    }
+    const identity = requestIdentity(await session.identity(), base, options);
+    const explained = explainDecision(decision, states, identity);
+    const paths = { out: options.out, staged: options.staged, previous: options.previous };
+    return {
+      dry_run: true,
+      action: decision.action,
+      out: options.out,
+      reason: explained.reason,
+      recover: decision.recover,
+      would_replace: explained.wouldReplace.map((w) => ({
+        path: paths[w.path],
+        reason: w.reason.replace(/<out>/g, options.out),
+      })),
+      notes,
+    };
+  } finally {
+    await session.close();
+  }
+}
+
 /** The decided part of one run, under the lock. */
 class Run {
+  private loaderChecked: MaterializeReport["loaderCheck"] | undefined;
+
   constructor(
     private readonly request: MaterializeRequest,
     private readonly options: Options,
@@ -177,41 +324,14 @@ class Run {
   ) {}
 
   private identityOf(source: SourceFile): RequestIdentity {
-    return {
-      conversion_version: CURRENT_CONVERSION_VERSION,
-      source,
-      base: { source: this.base.dir, fingerprint: this.base.fingerprint },
-      options: { unified_chat_template: this.options.unified },
-    };
-  }
-
-  private async states(): Promise<OutputStates> {
-    const { out, staged, previous } = this.options;
-    return {
-      out: await inspectTree(out, this.base),
-      staged: await inspectTree(staged, this.base, { sidecarsRepairable: true }),
-      previous: await inspectTree(previous, this.base),
-    };
+    return requestIdentity(source, this.base, this.options);
   }
 
   async *execute(): AsyncGenerator<MaterializeEvent, Omit<MaterializeReport, "staging">> {
     const { out } = this.options;
     // A publish under --force is followed by the rebuild it asked for: at most two rounds.
     for (let round = 0; round < 3; round++) {
-      let decision: MaterializeDecision;
-      let identity: RequestIdentity | undefined;
-      try {
-        const states = await this.states();
-        const quick = this.session.quickIdentity;
-        identity = quick && this.identityOf(quick);
-        decision = decideMaterialize(states, identity, this.options.force);
-        if (decision.action === "need-identity") {
-          identity = this.identityOf(await this.session.identity());
-          decision = decideMaterialize(states, identity, this.options.force);
-        }
-      } catch (error) {
-        throw inStage(error, "inspect-output", out);
-      }
+      const { decision, identity } = await decideRequest(this.options, this.base, this.session);
       yield {
         type: "decision",
         action: decision.action,
@@ -220,12 +340,8 @@ class Run {
       switch (decision.action) {
         case "need-identity":
           throw new Error("the decision needs an identity it was given");
-        case "refuse": {
-          const path = { out, staged: this.options.staged, previous: this.options.previous }[decision.path];
-          const found = decision.found.replace(/<out>/g, out);
-          const error = refusal(decision.code, found, decision.consequence, decision.remedy, { file: path });
-          throw inStage(error, "inspect-output", out);
-        }
+        case "refuse":
+          throw refusalOf(decision, this.options);
         case "skip": {
           await this.recover(decision.recover);
           if (decision.previousKept)
@@ -236,6 +352,10 @@ class Run {
             kind: "complete";
             marker: MaterializedMarker;
           };
+          if (this.options.loaderCheck !== undefined)
+            this.notes.push(
+              `--loader-check ran no loader: ${out} was already built (${marker.marker.loader_check === undefined ? "its marker records no loader check" : `its marker records the loader check it passed with transformers ${marker.marker.loader_check.transformers_version}`}); --force rebuilds and checks it`,
+            );
           return this.finish("skipped", marker.marker, undefined);
         }
         case "publish": {
@@ -277,6 +397,7 @@ class Run {
       recovered: this.recovered,
       notes: this.notes,
       verification: verification ?? null,
+      loaderCheck: this.loaderChecked ?? null,
     };
   }
 
@@ -292,32 +413,7 @@ class Run {
   }
 
   private plan(opened: OpenedSource): ConversionPlan {
-    try {
-      const plan = planConversion(this.base.shards, opened.tensors, {
-        rules: this.request.rules,
-        tiedEmbeddings: this.base.tiedEmbeddings,
-        expectTensors: this.options.expectTensors,
-        minTensors: this.options.minTensors,
-      });
-      for (const change of plan.dtypeChanges.slice(0, 5)) {
-        this.notes.push(
-          `${change.name} is ${change.checkpoint} in the checkpoint and ${change.base} in the base; the output keeps ${change.checkpoint}`,
-        );
-      }
-      const applied = new Map<string, number>();
-      for (const instance of plan.instances)
-        applied.set(instance.rule.name, (applied.get(instance.rule.name) ?? 0) + 1);
-      for (const [rule, count] of applied)
-        this.notes.push(`expert layout rule ${rule} re-laid the experts at ${count} module path(s)`);
-      for (const alias of plan.tiedAliases) {
-        this.notes.push(
-          `${alias.name} is tied to ${alias.sameAs} (${alias.proof === "storage" ? "one storage in the checkpoint" : "equal bytes, config.json ties the word embeddings"}) and the base's index does not list it; the output holds it once, as the base does`,
-        );
-      }
-      return plan;
-    } catch (error) {
-      throw inStage(error, "plan", this.options.out);
-    }
+    return planWithNotes(this.request, this.options, this.base, opened, this.notes);
   }
 
   private async recover(steps: readonly Recovery[]): Promise<void> {
@@ -403,6 +499,8 @@ class Run {
       ]);
       stage = "convert";
       const written = await Promise.all(files.map((f) => f.settled));
+      stage = "loader-check";
+      const loaderCheck = yield* this.checkLoaders("the staged build was removed");
       stage = "mark";
       this.lock.assertHeld();
       const marker: MaterializedMarker = {
@@ -418,6 +516,7 @@ class Run {
               diff: base.unified.diff,
             }
           : null,
+        ...(loaderCheck === undefined ? {} : { loader_check: loaderCheck }),
       };
       await MATERIALIZED_MARKER.write(join(staged, MATERIALIZED_MARKER.fileName), marker);
       await rm(join(staged, OVERLAY_SOURCE.fileName));
@@ -428,6 +527,30 @@ class Run {
       await removeOwnedTree(staged).catch(() => {});
       throw inStage(error, stage, out);
     }
+  }
+
+  /**
+   * `--loader-check`: the staged tree, complete but for its marker, loaded by transformers in a
+   * child process of the given Python. A failure throws MATERIALIZE_LOADER_CHECK_FAILED with the
+   * loader's messages; the caller's clean-up decides what happens to the staged tree.
+   */
+  private async *checkLoaders(
+    onFailure: string,
+  ): AsyncGenerator<MaterializeEvent, LoaderCheckRecord | undefined> {
+    const { loaderCheck: python, staged, out } = this.options;
+    if (python === undefined) return undefined;
+    yield { type: "loader-check", python };
+    const started = performance.now();
+    const verdict = await runLoaderCheck(python, staged, this.request.signal);
+    if (!verdict.passed) {
+      throw new HfConversionError(
+        "MATERIALIZE_LOADER_CHECK_FAILED",
+        `materialize ${out}: the loader check (${python}) refused the staged build ${staged}: ${verdict.problem}. Nothing was published: ${onFailure}; ${out} is unchanged. Fix the base or the checkpoint, or run without --loader-check.`,
+        { kind: "refused", file: staged, stage: "loader-check" },
+      );
+    }
+    this.loaderChecked = { ...verdict.record, seconds: (performance.now() - started) / 1000 };
+    return verdict.record;
   }
 
   /** Copies every base sidecar (the unified templates written from the plan) into the staging directory. */
@@ -457,7 +580,7 @@ class Run {
     identity: RequestIdentity,
   ): AsyncGenerator<MaterializeEvent, { marker: MaterializedMarker; report: VerifyReport | undefined }> {
     const { staged, out, previous } = this.options;
-    const marker = await this.recoverStaged();
+    let marker = await this.recoverStaged();
     let report: VerifyReport | undefined;
     if (this.options.verify) {
       const opened = yield* this.stage("fetch", () => this.session.bytes());
@@ -481,6 +604,14 @@ class Run {
         // The staged tree stays: it is complete, and may be the only complete one.
         throw inStage(error, "verify", out);
       }
+    }
+    const loaderCheck = yield* this.checkLoaders(
+      "the staged build is kept (it is complete, and may be the only complete one)",
+    );
+    if (loaderCheck !== undefined) {
+      marker = { ...marker, loader_check: loaderCheck };
+      await MATERIALIZED_MARKER.write(join(staged, MATERIALIZED_MARKER.fileName), marker);
+      await fsyncDirectory(staged);
     }
     this.lock.assertHeld();
     if (finishesSwap) {

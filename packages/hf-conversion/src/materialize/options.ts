@@ -6,6 +6,7 @@ import type { ConvertProgress } from "../convert/write.js";
 import { HfConversionError } from "../errors.js";
 import type { ExpertLayoutRule } from "../plan/rules.js";
 import type { VerifyReport } from "../verify/verify.js";
+import type { LoaderCheckRecord } from "./loader-check.js";
 import type { MaterializeDecision, Recovery } from "./decide.js";
 
 /** `--min-tensors` when not given: a real model has hundreds of tensors; a tiny export is a mistake. */
@@ -34,6 +35,12 @@ export interface MaterializeRequest {
   readonly verify?: boolean;
   readonly force?: boolean;
   readonly unifiedChatTemplate?: boolean;
+  /**
+   * A Python interpreter with transformers: the staged build must load with it (AutoConfig, the
+   * config's architecture class, AutoTokenizer, AutoProcessor when there is a processor config,
+   * GenerationConfig when there is a generation config) before it is published.
+   */
+  readonly loaderCheck?: string;
   /** Finite, >= 0 (default {@link DEFAULT_LOCK_WAIT_SECONDS}). */
   readonly lockWaitSeconds?: number;
   /** Expert layout rules (default: the built-in ones). */
@@ -52,6 +59,8 @@ export interface MaterializeReport {
   readonly notes: readonly string[];
   /** null for a skip, or a publish under --no-verify. */
   readonly verification: VerifyReport | null;
+  /** The loader check this run ran (`--loader-check`), with its time; null when it ran none. */
+  readonly loaderCheck: (LoaderCheckRecord & { readonly seconds: number }) | null;
   /** The archive staging this run fetched into, and what of it this run removed (null: nothing fetched). */
   readonly staging: { readonly dir: string; readonly removed: readonly string[] } | null;
 }
@@ -72,7 +81,8 @@ export type MaterializeEvent =
     }
   | { readonly type: "fetch"; readonly event: FetchEvent }
   | ConvertProgress
-  | { readonly type: "verify"; readonly probing: boolean };
+  | { readonly type: "verify"; readonly probing: boolean }
+  | { readonly type: "loader-check"; readonly python: string };
 
 /** A request's options, checked and completed by {@link resolveMaterializeOptions}. */
 export interface Options {
@@ -86,6 +96,7 @@ export interface Options {
   readonly verify: boolean;
   readonly force: boolean;
   readonly unified: boolean;
+  readonly loaderCheck: string | undefined;
   readonly lockWaitSeconds: number;
 }
 
@@ -111,6 +122,9 @@ export function resolveMaterializeOptions(request: MaterializeRequest): Options 
       "--stage-dir and --keep-staged apply to --artifact-uri only; a local artifact is read in place.",
     );
   }
+  if (request.loaderCheck !== undefined && request.loaderCheck.trim() === "") {
+    throw badOption("--loader-check needs a Python interpreter (a path or a command name).");
+  }
   const out = resolve(request.out);
   const base = resolve(request.base);
   if (isInside(base, out) || isInside(out, base)) {
@@ -132,6 +146,7 @@ export function resolveMaterializeOptions(request: MaterializeRequest): Options 
     verify: request.verify ?? true,
     force: request.force ?? false,
     unified: request.unifiedChatTemplate ?? false,
+    loaderCheck: request.loaderCheck,
     lockWaitSeconds: wait,
   };
 }

@@ -151,6 +151,15 @@ async function listEntries(dir: string, prefix = ""): Promise<Entry[]> {
   return out;
 }
 
+/**
+ * The one JSON reading of a sidecar, wherever one is read (preflight, the staged build's check):
+ * strict JSON, with integers beyond 2^53 approximated, since sidecars are copied byte for byte and
+ * never rewritten from the parsed value (transformers writes `model_max_length: 1e30` as an integer).
+ */
+export function parseSidecarJson(text: string, name: string): JsonValue {
+  return parseStrictJson(text, { name, maxLength: MAX_SIDECAR_TEXT_BYTES, approximateLargeIntegers: true });
+}
+
 function isObject(value: JsonValue): value is { [key: string]: JsonValue } {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
@@ -305,11 +314,7 @@ export async function preflightBase(
     if (kind !== "json") continue;
     let value: JsonValue;
     try {
-      value = parseStrictJson(decoded.text!, {
-        name: entry.path,
-        maxLength: MAX_SIDECAR_TEXT_BYTES,
-        approximateLargeIntegers: true,
-      });
+      value = parseSidecarJson(decoded.text!, entry.path);
     } catch (error) {
       problem(
         "MATERIALIZE_BASE_SIDECAR",

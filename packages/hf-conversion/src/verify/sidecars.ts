@@ -1,15 +1,15 @@
 import { messageOf } from "@ckpt/errors";
 import { join } from "node:path";
-import { canonicalJson, hashFile, type JsonValue, parseStrictJson, readBoundedFile } from "@ckpt/manifest";
+import { canonicalJson, hashFile, type JsonValue, readBoundedFile } from "@ckpt/manifest";
 
-import { MAX_SIDECAR_TEXT_BYTES, type SidecarFile } from "../preflight/base.js";
+import { MAX_SIDECAR_TEXT_BYTES, parseSidecarJson, type SidecarFile } from "../preflight/base.js";
 import type { UnifiedTemplatePlan } from "../preflight/templates.js";
 
 async function readJsonObject(path: string): Promise<{ [key: string]: JsonValue }> {
   const text = new TextDecoder("utf-8", { fatal: true }).decode(
     await readBoundedFile(path, MAX_SIDECAR_TEXT_BYTES),
   );
-  const value = parseStrictJson(text, { name: path, maxLength: MAX_SIDECAR_TEXT_BYTES });
+  const value = parseSidecarJson(text, path);
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new Error("not a JSON object");
   return value;

@@ -6,6 +6,7 @@ import {
   safeRelativePathSchema,
   sha256Schema,
   sortByPath,
+  textSchema,
 } from "./common.js";
 import { baseIdentitySchema, sourceFileSchema, toolVersionSchema } from "./merge-complete.js";
 import { MATERIALIZED_MARKER_FILE, OVERLAY_SOURCE_FILE } from "./names.js";
@@ -44,6 +45,17 @@ const chatTemplateRecordSchema = z.strictObject({
   diff: z.string().max(MAX_TEMPLATE_DIFF_LENGTH),
 });
 
+/** The loader calls `--loader-check` ran on the staged build before it was published (all passed). */
+const loaderCheckRecordSchema = z.strictObject({
+  verdict: z.literal("passed"),
+  /** The interpreter the calls ran in, as given. */
+  python: textSchema(),
+  /** `transformers.__version__` there. */
+  transformers_version: textSchema(64),
+  /** The calls, in order (`AutoConfig`, the config's architecture class, `AutoTokenizer`, ...). */
+  calls: z.array(textSchema(128)).min(1).max(16),
+});
+
 const materializedMarkerSchema = z.strictObject({
   schema: z.literal(MATERIALIZED_MARKER_VERSION),
   ...requestShape,
@@ -54,6 +66,8 @@ const materializedMarkerSchema = z.strictObject({
   tensors_verified: z.boolean(),
   /** Present when options.unified_chat_template rewrote the template files. */
   chat_template: chatTemplateRecordSchema.nullable(),
+  /** Present when the build ran `--loader-check`; optional, so markers written before it stay valid. */
+  loader_check: loaderCheckRecordSchema.optional(),
 });
 
 /** The Hugging Face output marker `.materialized`: request identity plus the verified shard inventory. */
