@@ -98,7 +98,7 @@ async function main() {
     const calls = [
       ["list", {}],
       ["status", { attempt }],
-      ["evidence", { attempt }],
+      ["evidence", { path: attempt }],
       ["resumable", { checkpoint: newest }],
       ["verify", { path: newest }],
       ["storage", { path: attempt }],
@@ -123,7 +123,11 @@ async function main() {
       times.get("tools/list").push(listSeconds);
       for (const [name, args] of calls) {
         const [seconds, result] = await server.request("tools/call", { name, arguments: args });
-        if (result.isError || result.structuredContent?.partial) {
+        if (
+          result.isError ||
+          result.structuredContent?.partial ||
+          result.structuredContent?.complete === false
+        ) {
           throw new Error(`${name}: ${result.content[0].text}`);
         }
         if (name === "list" && result.structuredContent.counts.checkpoints !== COUNT) {
@@ -131,10 +135,10 @@ async function main() {
             `list found ${result.structuredContent.counts.checkpoints} checkpoints, not ${COUNT}`,
           );
         }
-        if (name === "status" && result.structuredContent.checkpoints.length !== COUNT) {
-          throw new Error(
-            `status listed ${result.structuredContent.checkpoints.length} checkpoints, not ${COUNT}`,
-          );
+        const attempt =
+          name === "evidence" ? result.structuredContent.attempts?.[0] : result.structuredContent.attempt;
+        if ((name === "status" || name === "evidence") && attempt.checkpoints.length !== COUNT) {
+          throw new Error(`${name} holds ${attempt.checkpoints.length} checkpoints, not ${COUNT}`);
         }
         times.get(name).push(seconds);
       }

@@ -4,6 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { link, mkdir, readdir, readFile, stat, symlink, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { type Evidence, type EvidenceAttempt, evidenceSchema } from "@ckpt/evidence";
 import { testdir } from "@ckpt/test-utils";
 import { formatIterDir } from "@ckpt/manifest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -116,26 +117,46 @@ describe("ckpt mcp over stdio", () => {
     });
     expect(list.content[0]!.text).toBe(".: 1 runs, 1 attempts, 3 checkpoints, 1 artifacts");
 
+    // status and evidence answer in the ckpt.evidence.v2 model: status is the attempt's entry.
     const status = await call(client, "status", { attempt });
+    const glance = status.structuredContent as { attempt: EvidenceAttempt };
     expect(status.structuredContent).toMatchObject({
       ok: true,
-      attemptDir: run.attemptDir,
-      pointer: { state: "present", iteration: 30 },
-      resume: { decision: "checkpoint", iteration: 30 },
+      schema: "ckpt.evidence.v2",
+      complete: true,
+      attempt: {
+        dir: run.attemptDir,
+        runTs: run.runTs,
+        pointer: { state: "present", iteration: 30 },
+        resume: { decision: "checkpoint", iteration: 30 },
+      },
     });
-    expect(status.content[0]!.text).toBe(
-      `${attempt}: resume would pick iteration 30; 3 checkpoints, 1 artifacts, 0 problems`,
-    );
+    expect(glance.attempt.checkpoints.map((c) => [c.iteration, c.resume.resumable])).toEqual([
+      [30, true],
+      [20, null],
+      [10, null],
+    ]);
+    expect(glance.attempt.artifacts.map((a) => a.iteration)).toEqual([15]);
 
-    const evidence = await call(client, "evidence", { attempt });
-    expect(evidence.structuredContent).toMatchObject({
-      ok: true,
-      schema: "ckpt.evidence.v1",
-      status: "resumable",
-      latest: { iteration: 30 },
-      problems: [],
+    const evidence = await call(client, "evidence", { path: attempt });
+    const { ok, ...bundle } = evidence.structuredContent as Evidence & { ok: boolean };
+    expect(ok).toBe(true);
+    expect(evidenceSchema.parse(bundle)).toEqual(bundle);
+    expect(bundle).toMatchObject({ status: "resumable", complete: true });
+    // The bundle's attempt is what status answered; its problems are warnings (an artifact not archived).
+    expect(bundle.attempts).toEqual([glance.attempt]);
+    expect(bundle.problems.map((p) => [p.code, p.severity])).toEqual([["NOT_ARCHIVED", "warning"]]);
+    expect(status.structuredContent!.problems).toEqual(bundle.problems);
+    expect(status.content[0]!.text).toBe(
+      `${attempt}: resume would pick iteration 30; 3 checkpoints, 1 artifacts, 1 problems`,
+    );
+    expect(evidence.content[0]!.text).toBe(`${attempt}: resumable; 1 problems`);
+    // A run directory answers with every attempt under it.
+    const whole = await call(client, "evidence", { path: relative(root, join(run.attemptDir, "..")) });
+    expect(whole.structuredContent).toMatchObject({
+      run: { name: "main" },
+      attempts: [{ runTs: run.runTs }],
     });
-    expect(evidence.content[0]!.text).toBe(`${attempt}: resumable; 0 problems`);
 
     const resumable = await call(client, "resumable", { checkpoint: newest });
     expect(resumable.structuredContent).toMatchObject({ resumable: true, code: null });
@@ -208,9 +229,11 @@ describe("ckpt mcp over stdio", () => {
     const codes = (verify.structuredContent!.problems as Array<{ code: string }>).map((p) => p.code);
     expect(codes).toContain("VERIFY_SIZE_MISMATCH");
     expect(verify.content[0]!.text).toContain("VERIFY_SIZE_MISMATCH");
-    const evidence = await call(client, "evidence", { attempt: relative(damagedRoot, damaged.attemptDir) });
-    const problems = evidence.structuredContent!.problems as Array<{ code: string }>;
+    const evidence = await call(client, "evidence", { path: relative(damagedRoot, damaged.attemptDir) });
+    const problems = evidence.structuredContent!.problems as Evidence["problems"];
     expect(problems.length).toBeGreaterThan(0);
+    // v2 problems: the closed set's codes, the library's own code kept as the cause.
+    expect(problems.map((p) => p.cause)).toContain("VERIFY_SIZE_MISMATCH");
     for (const { code } of problems) {
       expect((await call(client, "explain", { code })).structuredContent, code).toMatchObject({
         known: true,
@@ -267,7 +290,7 @@ describe("ckpt mcp over stdio", () => {
       ["status", "attempt"],
       ["resumable", "checkpoint"],
       ["verify", "path"],
-      ["evidence", "attempt"],
+      ["evidence", "path"],
       ["storage", "path"],
     ];
     for (const [i, path] of escapes.entries()) {
@@ -346,7 +369,7 @@ describe("ckpt mcp on a tree of 10,000 checkpoints", () => {
     for (let i = 0; i < 2000; i++) await mkdir(join(bigRoot, "wide", `run-${i}`), { recursive: true });
   }, 600_000);
 
-  it("lists and statuses every checkpoint, completely and correctly", async () => {
+  it("lists, statuses and collects the evidence of every checkpoint, completely and correctly", async () => {
     const client = await connect(bigRoot, ["--budget-ms", "120000"]);
     const list = await call(client, "list");
     expect(list.structuredContent).toMatchObject({
@@ -358,18 +381,26 @@ describe("ckpt mcp on a tree of 10,000 checkpoints", () => {
       list.structuredContent!.runs as Array<{ attempts: Array<{ checkpoints: number[] }> }>
     )[0]!.attempts;
     expect(listed!.checkpoints).toEqual(Array.from({ length: COUNT }, (_, i) => i + 1));
-    const status = await call(client, "status", { attempt: relative(bigRoot, big.attemptDir) });
+    const attempt = relative(bigRoot, big.attemptDir);
+    const status = await call(client, "status", { attempt });
     expect(status.isError).toBeFalsy();
-    const report = status.structuredContent as {
-      ok: boolean;
-      resume: { iteration: number };
-      checkpoints: Array<{ iteration: number; complete: boolean | null }>;
-    };
-    expect(report.ok).toBe(true);
-    expect(report.resume.iteration).toBe(COUNT);
-    expect(report.checkpoints).toHaveLength(COUNT);
-    expect(report.checkpoints[0]).toMatchObject({ iteration: COUNT, complete: true });
-    expect(report.checkpoints.at(-1)).toMatchObject({ iteration: 1, complete: null });
+    const report = status.structuredContent as { ok: boolean; complete: boolean; attempt: EvidenceAttempt };
+    expect(report).toMatchObject({ ok: true, complete: true, attempt: { resume: { iteration: COUNT } } });
+    expect(report).not.toHaveProperty("partial");
+    const checkpoints = report.attempt.checkpoints;
+    expect(checkpoints.map((c) => c.iteration)).toEqual(Array.from({ length: COUNT }, (_, i) => COUNT - i));
+    expect(checkpoints[0]).toMatchObject({ resume: { resumable: true }, retention: { latest: true } });
+    expect(checkpoints.at(-1)).toMatchObject({
+      resume: { resumable: null },
+      retention: { hasOptimizer: true },
+    });
+    const evidence = await call(client, "evidence", { path: attempt });
+    const { ok, ...bundle } = evidence.structuredContent as Evidence & { ok: boolean };
+    expect(ok).toBe(true);
+    expect(evidence.structuredContent).not.toHaveProperty("partial");
+    expect(evidenceSchema.parse(bundle)).toEqual(bundle);
+    expect(bundle.complete).toBe(true);
+    expect(bundle.attempts).toEqual([report.attempt]);
   }, 300_000);
 
   it("a request over budget answers with what it found and MCP_PARTIAL, and the server keeps answering", async () => {
@@ -377,7 +408,7 @@ describe("ckpt mcp on a tree of 10,000 checkpoints", () => {
     for (const [tool, args] of [
       ["list", {}],
       ["status", { attempt: relative(bigRoot, big.attemptDir) }],
-      ["evidence", { attempt: relative(bigRoot, big.attemptDir) }],
+      ["evidence", { path: relative(bigRoot, big.attemptDir) }],
     ] as const) {
       const result = await call(client, tool, args);
       expect(result.isError, tool).toBeFalsy();

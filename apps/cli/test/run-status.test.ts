@@ -1,10 +1,12 @@
 // `ckpt run status <attempt-dir>` on run attempts the checkpoint manager wrote for real: the demo
 // trainer (cadence saves, retention, a model-only validation artifact, an interrupted save) and a
-// manager holding a full checkpoint whose validation is pending. The report's assembly is
-// runStatus's (tested in @ckpt/trainer-checkpoint-manager); these check the table and exit codes.
+// manager holding a full checkpoint whose validation is pending. The report is the attempt's entry
+// of the ckpt.evidence.v2 bundle (assembled by @ckpt/evidence, tested there); these check that it
+// parses with the v2 schemas, the table and the exit codes.
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeTorchFile } from "@ckpt/tensors";
+import { attemptSchema, type EvidenceAttempt, type EvidenceProblem, problemSchema } from "@ckpt/evidence";
 import { testdir } from "@ckpt/test-utils";
 import { CheckpointManager, parseManagerConfig } from "@ckpt/trainer-checkpoint-manager";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -14,22 +16,10 @@ import { captureIo } from "./helpers/capture.js";
 
 interface Status {
   ok: boolean;
-  pointer: { state: string; iteration?: number };
-  resume: { decision: string; iteration?: number; code?: string; reason: string };
-  checkpoints: Array<{
-    iteration: number;
-    latest: boolean;
-    pastPointer: boolean;
-    complete: boolean | null;
-    components: Array<{ name: string; path: string; kind: string; present: boolean; bytes: number }>;
-    bytes: number;
-    hasOptimizer: boolean;
-    upload: string;
-    validation: string | null;
-  }>;
-  artifacts: Array<{ iteration: number; components: string[]; bytes: number; local: string }>;
-  pendingValidation: Array<{ iteration: number; state: string }>;
-  problems: Array<{ code: string }>;
+  schema: string;
+  complete: boolean;
+  attempt: EvidenceAttempt;
+  problems: EvidenceProblem[];
 }
 
 async function status(dir: string): Promise<{ code: number; report: Status; human: string }> {
@@ -37,7 +27,12 @@ async function status(dir: string): Promise<{ code: number; report: Status; huma
   const code = await runCli(["run", "status", dir, "--json"], json.io);
   const human = captureIo();
   expect(await runCli(["run", "status", dir], human.io)).toBe(code);
-  return { code, report: JSON.parse(json.out()) as Status, human: human.out() };
+  const report = JSON.parse(json.out()) as Status;
+  // The v2 model's own parts: a consumer validates them with the schemas @ckpt/evidence exports.
+  expect(report.schema).toBe("ckpt.evidence.v2");
+  expect(attemptSchema.parse(report.attempt)).toEqual(report.attempt);
+  for (const p of report.problems) expect(problemSchema.parse(p)).toEqual(p);
+  return { code, report, human: human.out() };
 }
 
 const common = { steps: 30, saveEvery: 10, keepModelLast: 0, initSeed: 1, taskSeed: 2, dataSeed: 3 };
@@ -59,9 +54,9 @@ describe("ckpt run status", () => {
     const { code, report, human } = await status(run.attemptDir);
     expect(code).toBe(0);
     expect(report.ok).toBe(true);
-    expect(report.pointer).toMatchObject({ state: "present", iteration: 30 });
-    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 30 });
-    expect(report.checkpoints.map((c) => c.iteration)).toEqual([30, 20, 10]);
+    expect(report.attempt.pointer).toMatchObject({ state: "present", iteration: 30 });
+    expect(report.attempt.resume).toMatchObject({ decision: "checkpoint", iteration: 30 });
+    expect(report.attempt.checkpoints.map((c) => c.iteration)).toEqual([30, 20, 10]);
     const lines = human.split("\n");
     expect(lines[0]).toBe(run.attemptDir);
     expect(lines[1]).toBe("latest_checkpoint.txt: iteration 30");
@@ -70,9 +65,11 @@ describe("ckpt run status", () => {
     expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
     // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one).
     expect(human).toMatch(/\n\s+20\s+older, not probed\s+-\s+-\s/);
-    expect(report.checkpoints.map((c) => c.complete)).toEqual([true, null, null]);
+    expect(report.attempt.checkpoints.map((c) => c.resume.resumable)).toEqual([true, null, null]);
     expect(human).toMatch(/\n\s+15\s+model\s+/);
-    expect(human).toContain("no problems");
+    // The validation artifact is not archived: a warning, which does not fail the status.
+    expect(report.problems.map((p) => [p.code, p.severity])).toEqual([["NOT_ARCHIVED", "warning"]]);
+    expect(human).toContain("1 problem(s):\n  NOT_ARCHIVED ");
   });
 
   it("shows a save that never committed past the pointer, and resume staying on the pointer", async () => {
@@ -97,8 +94,10 @@ describe("ckpt run status", () => {
     const [runTs] = await readdir(runDir);
     const dir = join(runDir, runTs!);
     const { report, human } = await status(dir);
-    expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
-    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.pastPointer])).toEqual([
+    expect(report.attempt.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
+    expect(
+      report.attempt.checkpoints.map((c) => [c.iteration, c.retention.latest, c.retention.pastPointer]),
+    ).toEqual([
       [20, false, true],
       [10, true, false],
     ]);
@@ -131,8 +130,7 @@ describe("ckpt run status", () => {
     await manager.finalize();
     const { code, report, human } = await status(manager.attemptDir);
     expect(code).toBe(0);
-    expect(report.pendingValidation).toEqual([{ iteration: 5, state: "evaluation_pending" }]);
-    expect(report.checkpoints[0]!.validation).toBe("evaluation_pending");
+    expect(report.attempt.checkpoints[0]!.retention.validation).toBe("evaluation_pending");
     expect(human).toContain("pending validation: iteration 5 (evaluation_pending)");
   });
 
@@ -143,8 +141,12 @@ describe("ckpt run status", () => {
     const { code, report, human } = await status(damaged.attemptDir);
     expect(code).toBe(1);
     expect(report.ok).toBe(false);
-    expect(report.pointer.state).toBe("invalid");
-    expect(report.resume).toMatchObject({ decision: "refused", code: "MANAGER_RESUME_POINTER_INVALID" });
+    expect(report.attempt.pointer.state).toBe("invalid");
+    expect(report.attempt.resume).toMatchObject({
+      decision: "refused",
+      code: "MANAGER_RESUME_POINTER_INVALID",
+    });
+    expect(report.problems.map((p) => p.cause)).toContain("MANAGER_RESUME_POINTER_INVALID");
     expect(human).toContain("resume=auto would pick: REFUSED MANAGER_RESUME_POINTER_INVALID");
   });
 

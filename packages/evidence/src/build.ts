@@ -40,6 +40,8 @@ export interface BuildEvidenceOptions {
   readonly probeStorage?: boolean;
   /** Verify (as `ckpt verify` does) each attempt's resume checkpoint and newest artifact (`newest`), every one (`all`) or none (default). */
   readonly verify?: "none" | "newest" | "all";
+  /** Cancels the collection: the libraries' scans and verifies stop, and the bundle so far is returned with `ABORTED`. */
+  readonly signal?: AbortSignal;
 }
 
 const DEFAULT_MAX_ENTRIES = 20_000;
@@ -55,6 +57,11 @@ export function problem(
   cause: string | null = null,
 ): EvidenceProblem {
   return { code, severity: PROBLEMS[code].severity, subject, message, cause, remedy: PROBLEMS[code].remedy };
+}
+
+/** A bundle's verdict: no problem of error severity (warnings and notes do not fail it). Pure. */
+export function withoutErrors(problems: readonly EvidenceProblem[]): boolean {
+  return problems.every((p) => p.severity !== "error");
 }
 
 /** The problem an error is: its library code (or errno) mapped onto the closed set. Pure. */
@@ -76,40 +83,64 @@ function fromManagerProblem(p: EvidenceBundle["problems"][number]): EvidenceProb
   return problem(problemCodeOf(cause), p.subject, p.message, cause);
 }
 
-class OutOfTime extends Error {}
+/** The collection stopped: its deadline passed (`timedOut`) or the caller cancelled it. */
+class Stopped extends Error {
+  constructor(readonly timedOut: boolean) {
+    super(timedOut ? "timed out" : "aborted");
+  }
+}
 
-/** Runs the collection's steps against one deadline. */
+/**
+ * Runs the collection's steps against one deadline and the caller's signal. Both abort `signal`,
+ * which the library calls take, so the work a step leaves behind stops too instead of running on.
+ */
 class Budget {
   readonly problems: EvidenceProblem[] = [];
   complete = true;
+  readonly signal: AbortSignal;
   private readonly deadline: number;
+  private readonly timeout = new AbortController();
+  private readonly timer: NodeJS.Timeout;
 
   constructor(
     readonly subject: string,
     timeoutMs: number,
     readonly maxEntries: number,
+    caller: AbortSignal | undefined,
   ) {
     this.deadline = performance.now() + timeoutMs;
+    this.timer = setTimeout(() => this.timeout.abort(), timeoutMs);
+    this.signal = caller === undefined ? this.timeout.signal : AbortSignal.any([caller, this.timeout.signal]);
   }
 
-  /** The step's answer, or undefined when it failed (its problem recorded); throws OutOfTime past the deadline. */
+  /** The collection is over: its deadline no longer needs a timer. */
+  dispose(): void {
+    clearTimeout(this.timer);
+  }
+
+  private stopped(): Stopped {
+    return new Stopped(this.timeout.signal.aborted);
+  }
+
+  /** The step's answer, or undefined when it failed (its problem recorded); throws Stopped past the deadline or on the caller's abort. */
   async step<T>(subject: string, work: () => Promise<T>): Promise<T | undefined> {
-    const left = this.deadline - performance.now();
-    if (left <= 0) throw new OutOfTime();
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<"expired">((resolve) => {
-      timer = setTimeout(() => resolve("expired"), left);
+    if (performance.now() >= this.deadline) this.timeout.abort();
+    if (this.signal.aborted) throw this.stopped();
+    let onAbort: (() => void) | undefined;
+    const stopped = new Promise<"stopped">((resolve) => {
+      onAbort = () => resolve("stopped");
+      this.signal.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      const outcome = await Promise.race([work().then((value) => ({ value })), expired]);
-      if (outcome === "expired") throw new OutOfTime();
+      const outcome = await Promise.race([work().then((value) => ({ value })), stopped]);
+      if (outcome === "stopped") throw this.stopped();
       return outcome.value;
     } catch (error) {
-      if (error instanceof OutOfTime) throw error;
+      if (error instanceof Stopped) throw error;
       this.problems.push(problemFromError(error, subject));
       return undefined;
     } finally {
-      clearTimeout(timer);
+      this.signal.removeEventListener("abort", onAbort!);
     }
   }
 
@@ -118,6 +149,7 @@ class Budget {
     return this.step(dir, async () => {
       const names: string[] = [];
       for await (const entry of await opendir(dir)) {
+        if (this.signal.aborted) break;
         if (names.length === this.maxEntries) {
           this.complete = false;
           this.problems.push(
@@ -172,7 +204,7 @@ function attemptOrigin(
 
 async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> {
   const at = new Date().toISOString();
-  const report = await budget.step(dir, () => verifyPath(dir));
+  const report = await budget.step(dir, () => verifyPath(dir, { signal: budget.signal }));
   if (report === undefined) return null;
   for (const p of report.problems)
     budget.problems.push(problem(problemCodeOf(p.code), p.path, p.message, p.code));
@@ -272,10 +304,10 @@ async function attemptEvidence(
     const names = await budget.list(full);
     if (names === undefined || budget.problems.length > before) return unknown;
   }
-  const bundle = await budget.step(dir, () => collectEvidence(dir));
+  const bundle = await budget.step(dir, () => collectEvidence(dir, { signal: budget.signal }));
   if (bundle === undefined) return unknown;
   budget.problems.push(...bundle.problems.map(fromManagerProblem));
-  const status = await budget.step(dir, () => runStatus(dir, bundle));
+  const status = await budget.step(dir, () => runStatus(dir, { evidence: bundle, signal: budget.signal }));
   if (status === undefined) return unknown;
   const checkpoints: EvidenceCheckpoint[] = [];
   for (const c of status.checkpoints) {
@@ -351,6 +383,7 @@ export async function buildEvidence(path: string, options: BuildEvidenceOptions 
     path,
     options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     options.maxEntries ?? DEFAULT_MAX_ENTRIES,
+    options.signal,
   );
   let runDir = path;
   const attempts: EvidenceAttempt[] = [];
@@ -383,14 +416,18 @@ export async function buildEvidence(path: string, options: BuildEvidenceOptions 
   } catch (error) {
     budget.complete = false;
     budget.problems.push(
-      error instanceof OutOfTime
-        ? problem(
-            "TIMED_OUT",
-            path,
-            `collecting the evidence of ${path} took longer than ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
-          )
-        : problemFromError(error, path),
+      !(error instanceof Stopped)
+        ? problemFromError(error, path)
+        : error.timedOut
+          ? problem(
+              "TIMED_OUT",
+              path,
+              `collecting the evidence of ${path} took longer than ${options.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`,
+            )
+          : problem("ABORTED", path, `collecting the evidence of ${path} was cancelled by its caller`),
     );
+  } finally {
+    budget.dispose();
   }
   const newest = attempts.at(-1)?.resume;
   return {

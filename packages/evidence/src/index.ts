@@ -13,8 +13,12 @@ export {
   type ProblemSeverity,
 } from "./problems.js";
 
-// --- the bundle's schema (validate a bundle you were handed with evidenceSchema.parse)
+// --- the bundle's schema (validate a bundle you were handed with evidenceSchema.parse) and its parts,
+// which the other operator commands' reports carry (a checkpoint entry, an attempt, problems, the tier)
 export {
+  artifactSchema,
+  attemptSchema,
+  checkpointSchema,
   EVIDENCE_SCHEMA,
   type Evidence,
   type EvidenceArtifact,
@@ -23,11 +27,19 @@ export {
   type EvidenceProblem,
   type EvidenceStorage,
   evidenceSchema,
+  problemSchema,
+  storageSchema,
   type VerifyResult,
 } from "./schema.js";
 
 // --- building it (read-only, bounded, never throws for what it finds)
-export { type BuildEvidenceOptions, buildEvidence, problem, problemFromError } from "./build.js";
+export {
+  type BuildEvidenceOptions,
+  buildEvidence,
+  problem,
+  problemFromError,
+  withoutErrors,
+} from "./build.js";
 
 // --- does a checkpoint load, and did the job come back where it should? (ckpt drill, ckpt resumed)
 export {

@@ -6,7 +6,7 @@ import { PROBLEM_CODES } from "./problems.js";
 
 export const EVIDENCE_SCHEMA = "ckpt.evidence.v2";
 
-const problemSchema = z.strictObject({
+export const problemSchema = z.strictObject({
   code: z.enum(PROBLEM_CODES),
   severity: z.enum(["error", "warning", "info"]),
   /** The file or directory concerned. */
@@ -51,7 +51,7 @@ const resumableSchema = z.strictObject({
   findings: z.array(z.string()),
 });
 
-const checkpointSchema = z.strictObject({
+export const checkpointSchema = z.strictObject({
   iteration: z.number().int().nonnegative(),
   dir: z.string(),
   format: z.string().nullable(),
@@ -75,7 +75,7 @@ const checkpointSchema = z.strictObject({
   lastVerify: verifyResultSchema,
 });
 
-const artifactSchema = z.strictObject({
+export const artifactSchema = z.strictObject({
   iteration: z.number().int().nonnegative(),
   dir: z.string(),
   components: z.array(z.string()),
@@ -92,7 +92,7 @@ const artifactSchema = z.strictObject({
   lastVerify: verifyResultSchema,
 });
 
-const attemptSchema = z.strictObject({
+export const attemptSchema = z.strictObject({
   /** The attempt's RUN_TS ("" under the legacy flat layout). */
   runTs: z.string(),
   dir: z.string(),
@@ -131,7 +131,7 @@ const attemptSchema = z.strictObject({
   artifacts: z.array(artifactSchema),
 });
 
-const storageSchema = z.strictObject({
+export const storageSchema = z.strictObject({
   dir: z.string(),
   /** The tier the volume's filesystem type implies (`ckpt doctor storage`). */
   tier: z.enum(["local", "volatile", "shared-safe", "shared-unsafe"]),

@@ -112,6 +112,23 @@ describe("buildEvidence on bad trees", () => {
     expect(bundle.complete).toBe(false);
   });
 
+  it("a collection its caller cancels stops with ABORTED, and the manager's scan stops with it", async () => {
+    const { attempt } = await attemptDir();
+    for (let i = 1; i <= 200; i++)
+      await mkdir(join(attempt, "checkpoints", `iter_${String(i).padStart(9, "0")}`));
+    const cancelled = await evidence(attempt, { signal: AbortSignal.abort() });
+    expect(codes(cancelled)).toEqual(["ABORTED"]);
+    expect(cancelled.complete).toBe(false);
+    // The signal reaches the libraries: the manager's collection refuses to go on once it fired.
+    const { collectEvidence } = await import("@ckpt/trainer-checkpoint-manager");
+    await expect(collectEvidence(attempt, { signal: AbortSignal.abort() })).rejects.toMatchObject({
+      code: "MANAGER_ABORTED",
+    });
+    const whole = await evidence(attempt, { signal: new AbortController().signal });
+    expect(whole.complete).toBe(true);
+    expect(whole.attempts[0]?.checkpoints).toHaveLength(200);
+  });
+
   it("an unreadable directory is UNREADABLE_PATH (collected by an unprivileged process)", async () => {
     const { root, attempt } = await attemptDir();
     await chmod(root, 0o755);

@@ -52,6 +52,8 @@ export const MANAGER_ERROR_CODES = [
   "MANAGER_LEASE_LOST",
   // lifecycle
   "MANAGER_FINALIZED",
+  // read-only reports
+  "MANAGER_ABORTED",
 ] as const;
 export type ManagerErrorCode = (typeof MANAGER_ERROR_CODES)[number];
 
@@ -84,4 +86,14 @@ export class ManagerError extends CkptSubjectError<ManagerErrorCode> {
     super(code, message, options);
     this.knob = options.knob;
   }
+}
+
+/** MANAGER_ABORTED: a read-only report (`collectEvidence`, `runStatus`) was cancelled by its caller's signal. */
+export function throwIfAborted(signal: AbortSignal | undefined, subject: string): void {
+  if (signal?.aborted !== true) return;
+  throw new ManagerError("MANAGER_ABORTED", `${subject}: cancelled by the caller before it finished.`, {
+    kind: "transient",
+    subject,
+    cause: signal.reason,
+  });
 }

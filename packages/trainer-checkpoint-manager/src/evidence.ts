@@ -1,8 +1,9 @@
-// One read-only bundle of what an attempt directory holds, for an operator or a ticket: the resume
-// decision the manager would take now, the checkpoint the pointer names, every checkpoint as
-// retention sees it, every committed artifact with its archive receipt, and the problems those
-// readers reported. It assembles the answers of the deciders that already exist and judges nothing
-// itself; it writes nothing.
+// The raw evidence of what an attempt directory holds, which @ckpt/evidence assembles into the
+// ckpt.evidence.v2 bundle and `runStatus` into its report: the resume decision the manager would
+// take now, the checkpoint the pointer names, every checkpoint as retention sees it, every
+// committed artifact with its archive receipt, and the problems those readers reported. It
+// assembles the answers of the deciders that already exist and judges nothing itself; it writes
+// nothing.
 import { join } from "node:path";
 import { readReceipt } from "@ckpt/archive-reader";
 import {
@@ -16,10 +17,9 @@ import { type CheckpointInfo, scanCheckpointRoot } from "@ckpt/retention";
 import { type ProbedCheckpoint, decideResume, probeFindings } from "./resume/decide.js";
 import { listCommittedArtifacts, localCheckpointsRoot, readLocalPointer } from "./resume/local.js";
 import type { ResumeDecision } from "./types.js";
+import { throwIfAborted } from "./errors.js";
 import { entryKind } from "./internal/fs.js";
 import { CHECKPOINT_DESCRIPTION_FILE, checkpointDescription } from "./records.js";
-
-export const EVIDENCE_SCHEMA = "ckpt.evidence.v1";
 
 /** The codes evidence gives a problem itself (a reader's error keeps its own code). */
 type EvidenceProblemCode = "CHECKPOINT_INCOMPLETE" | "INTERNAL";
@@ -47,10 +47,8 @@ export interface ArtifactEvidence {
 }
 
 export interface EvidenceBundle {
-  readonly schema: typeof EVIDENCE_SCHEMA;
   readonly attemptDir: string;
-  /** The resume decision's kind, or `refused` with the manager's code. */
-  readonly status: "resumable" | "fresh" | "refused";
+  /** The decision `resume=auto` would take, or its refusal with the manager's code. */
   readonly resume:
     | ResumeDecision
     | { readonly kind: "refused"; readonly code: string; readonly message: string };
@@ -113,8 +111,17 @@ async function artifactEvidence(
   };
 }
 
-/** Collects the evidence bundle of a local run attempt directory (`<...>/<RUN_TS>`). Read-only. */
-export async function collectEvidence(attemptDir: string): Promise<EvidenceBundle> {
+export interface CollectOptions {
+  /** Cancels the collection (`MANAGER_ABORTED`), the scan of every checkpoint included. */
+  readonly signal?: AbortSignal;
+}
+
+/** Collects the evidence of a local run attempt directory (`<...>/<RUN_TS>`). Read-only. */
+export async function collectEvidence(
+  attemptDir: string,
+  options: CollectOptions = {},
+): Promise<EvidenceBundle> {
+  const { signal } = options;
   const problems: EvidenceProblem[] = [];
   const checkpointsRoot = localCheckpointsRoot(attemptDir);
   // The checkpoint resume would take is judged as `ckpt verify` judges it, digests included.
@@ -157,18 +164,21 @@ export async function collectEvidence(attemptDir: string): Promise<EvidenceBundl
   }
 
   let checkpoints: CheckpointInfo[] = [];
+  throwIfAborted(signal, `collect evidence of ${attemptDir}`);
   try {
-    checkpoints = await scanCheckpointRoot(checkpointsRoot);
+    checkpoints = await scanCheckpointRoot(checkpointsRoot, signal === undefined ? {} : { signal });
   } catch (error) {
+    throwIfAborted(signal, `collect evidence of ${attemptDir}`);
     problems.push({ ...coded(error), subject: checkpointsRoot });
   }
   const artifacts: ArtifactEvidence[] = [];
-  for (const artifact of committed) artifacts.push(await artifactEvidence(artifact, problems));
+  for (const artifact of committed) {
+    throwIfAborted(signal, `collect evidence of ${attemptDir}`);
+    artifacts.push(await artifactEvidence(artifact, problems));
+  }
 
   return {
-    schema: EVIDENCE_SCHEMA,
     attemptDir,
-    status: resume.kind === "checkpoint" ? "resumable" : resume.kind,
     resume,
     latest:
       pointer.state === "present"

@@ -115,8 +115,8 @@ export type {
 export { CheckpointManager, MANAGER_VERSION } from "./manager.js";
 export {
   type ArtifactEvidence,
+  type CollectOptions,
   collectEvidence,
-  EVIDENCE_SCHEMA,
   type EvidenceBundle,
   type EvidenceProblem,
 } from "./evidence.js";
@@ -127,6 +127,7 @@ export {
   artifactLocality,
   type CheckpointStatus,
   type ComponentStatus,
+  type RunStatusOptions,
   type RunStatusReport,
   runStatus,
 } from "./status.js";

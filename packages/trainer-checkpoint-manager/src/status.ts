@@ -3,6 +3,7 @@
 // pending validation, and what resume=auto would pick). Read-only; rendering is the caller's.
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { throwIfAborted } from "./errors.js";
 import { type ArtifactEvidence, collectEvidence, type EvidenceBundle } from "./evidence.js";
 import { type ProbedCheckpoint, probeFindings } from "./resume/decide.js";
 import { probeLocalCheckpoint } from "./resume/local.js";
@@ -71,6 +72,13 @@ export interface RunStatusReport {
   readonly problems: EvidenceBundle["problems"];
 }
 
+export interface RunStatusOptions {
+  /** The attempt's evidence when the caller collected it already (it is not collected twice). */
+  readonly evidence?: EvidenceBundle;
+  /** Cancels the report (`MANAGER_ABORTED`): the collection and the probes of resume candidates. */
+  readonly signal?: AbortSignal;
+}
+
 /** Bytes of the regular files at a path (a file, or every file under a directory); undefined when absent. */
 async function pathBytes(path: string): Promise<number | undefined> {
   const info = await lstat(path).catch(() => undefined);
@@ -118,14 +126,19 @@ function resumeCandidates<T extends { readonly iteration: number }>(
 /**
  * Assembles the status from the manager's evidence bundle and the probes of the resume candidates,
  * newest first up to the first complete one (the pointer's checkpoint, probed once by the
- * evidence). Every other checkpoint is listed as retention scans it, unprobed. `evidence`: the
- * attempt's bundle when the caller collected it already (it is not collected twice). Read-only.
+ * evidence). Every other checkpoint is listed as retention scans it, unprobed. Read-only.
  */
-export async function runStatus(attemptDir: string, evidence?: EvidenceBundle): Promise<RunStatusReport> {
-  const bundle = evidence ?? (await collectEvidence(attemptDir));
+export async function runStatus(
+  attemptDir: string,
+  options: RunStatusOptions = {},
+): Promise<RunStatusReport> {
+  const { signal } = options;
+  const bundle =
+    options.evidence ?? (await collectEvidence(attemptDir, signal === undefined ? {} : { signal }));
   const pointed = bundle.latest.state === "present" ? bundle.latest.iteration : undefined;
   const probes = new Map<string, ProbedCheckpoint>();
   for (const candidate of resumeCandidates(bundle.checkpoints, pointed)) {
+    throwIfAborted(signal, `run status of ${attemptDir}`);
     const probe =
       candidate.iteration === pointed && bundle.newestCheckpoint !== null
         ? bundle.newestCheckpoint

@@ -124,7 +124,7 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       )
       .example("ckpt evidence ckpt-demo/runs/demo/mlp/main", "the demo's main run, summarised"),
   async run(args) {
-    const { buildEvidence } = await import("@ckpt/evidence");
+    const { buildEvidence, withoutErrors } = await import("@ckpt/evidence");
     await requireRunOrAttemptDir(args.dir);
     const bundle = await buildEvidence(args.dir, {
       verify: args.verify,
@@ -132,8 +132,7 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       maxEntries: args["max-entries"],
       timeoutMs: args["timeout-ms"],
     });
-    // The bundle reports; the exit code says whether it holds an error (warnings and notes do not fail it).
-    const ok = bundle.problems.every((p) => p.severity !== "error");
+    const ok = withoutErrors(bundle.problems);
     return { exitCode: ok ? 0 : 1, report: { ok, ...bundle }, human: renderEvidence(bundle) };
   },
 };

@@ -79,15 +79,18 @@ export const mcpCommand: CkptCommand<McpArgs> = {
     if (args.root === undefined) {
       throw new UsageError("ckpt mcp: pass --root DIR, the directory the server may answer about");
     }
-    const [{ StdioServerTransport }, { createCkptMcpServer }, { guardedRoot }] = await Promise.all([
-      import("@modelcontextprotocol/sdk/server/stdio.js"),
-      import("../mcp/server.js"),
-      import("../mcp/path-guard.js"),
-    ]);
+    const [{ StdioServerTransport }, { createCkptMcpServer }, { guardedRoot }, { preloadLibraries }] =
+      await Promise.all([
+        import("@modelcontextprotocol/sdk/server/stdio.js"),
+        import("../mcp/server.js"),
+        import("../mcp/path-guard.js"),
+        import("../mcp/evidence-adapter.js"),
+      ]);
     const server = createCkptMcpServer(await guardedRoot(args.root), { budgetMs });
     // The protocol owns stdout; the server runs until the client closes stdin.
     const closed = new Promise<void>((done) => process.stdin.once("end", done));
     await server.connect(new StdioServerTransport(process.stdin, io.stdout));
+    preloadLibraries();
     await closed;
     await server.close();
     return { exitCode: 0, report: { ok: true }, human: "" };

@@ -1,4 +1,4 @@
-import type { CheckpointStatus, RunStatusReport } from "@ckpt/trainer-checkpoint-manager";
+import type { Evidence, EvidenceAttempt, EvidenceCheckpoint, EvidenceProblem } from "@ckpt/evidence";
 import { requireAttemptDir } from "../attempt-dir.js";
 import { formatBytes, table } from "../render.js";
 import type { CkptCommandGroup, CkptCommand } from "./registry.js";
@@ -7,76 +7,111 @@ interface RunStatusArgs {
   "attempt-dir": string;
 }
 
-function stateOf(c: CheckpointStatus): string {
-  if (c.latest) return c.complete ? "latest" : "latest, INCOMPLETE";
-  if (c.pastPointer) return "not committed";
-  if (c.complete === null) return "older, not probed";
-  return c.complete ? "complete" : "not resumable";
+/** `ckpt run status --json` (and the MCP server's status tool): one attempt in the ckpt.evidence.v2 model. */
+export interface AttemptStatus {
+  /** No problem of error severity. */
+  readonly ok: boolean;
+  readonly schema: Evidence["schema"];
+  /** False when a bound cut the collection short (its problem says where). */
+  readonly complete: boolean;
+  /** The attempt as the v2 bundle holds it: pointer, resume decision, checkpoints, artifacts (null: cut short before it). */
+  readonly attempt: EvidenceAttempt | null;
+  readonly problems: readonly EvidenceProblem[];
 }
 
-function componentList(c: CheckpointStatus): string {
+/** A run attempt at a glance: its entry of the v2 bundle and the bundle's problems; `signal` cancels the collection. */
+export async function attemptStatus(attemptDir: string, signal?: AbortSignal): Promise<AttemptStatus> {
+  await requireAttemptDir(attemptDir);
+  const { buildEvidence, withoutErrors } = await import("@ckpt/evidence");
+  const { schema, complete, attempts, problems } = await buildEvidence(
+    attemptDir,
+    signal === undefined ? {} : { signal },
+  );
+  return { ok: withoutErrors(problems), schema, complete, attempt: attempts[0] ?? null, problems };
+}
+
+function stateOf(c: EvidenceCheckpoint): string {
+  const complete = c.resume.resumable;
+  if (c.retention.latest) return complete ? "latest" : "latest, INCOMPLETE";
+  if (c.retention.pastPointer) return "not committed";
+  if (complete === null) return "older, not probed";
+  return complete ? "complete" : "not resumable";
+}
+
+function componentList(c: EvidenceCheckpoint): string {
   const names = c.components.map(
     (x) => `${x.name}${x.kind === "directory" ? "/" : ""}${x.present ? "" : "(missing)"}`,
   );
   return names.join(",") || "-";
 }
 
-function renderRunStatus(r: RunStatusReport): string {
-  const pointer =
-    r.pointer.state === "present"
-      ? `iteration ${r.pointer.iteration}`
-      : r.pointer.state === "absent"
-        ? "none"
-        : `INVALID (${r.pointer.message})`;
-  const resume =
-    r.resume.decision === "checkpoint"
-      ? `iteration ${r.resume.iteration ?? "?"} (${r.resume.reason})`
-      : r.resume.decision === "fresh"
-        ? `a fresh start (${r.resume.reason})`
-        : `REFUSED ${r.resume.code}: ${r.resume.reason}`;
-  const lines = [r.attemptDir, `latest_checkpoint.txt: ${pointer}`, `resume=auto would pick: ${resume}`];
-  if (r.checkpoints.length > 0) {
-    lines.push(
-      "",
-      table(
-        ["checkpoint", "state", "components", "size", "upload", "validation"],
-        r.checkpoints.map((c) => [
-          String(c.iteration),
-          stateOf(c),
-          c.complete === null ? "-" : componentList(c),
-          c.complete === null ? "-" : formatBytes(c.bytes),
-          c.upload,
-          c.validation ?? "-",
-        ]),
-        new Set([0, 3]),
-      ),
-    );
-  } else {
-    lines.push("", "no checkpoints");
-  }
-  if (r.artifacts.length > 0) {
-    lines.push(
-      "",
-      table(
-        ["artifact", "components", "payload", "local", "archived to"],
-        r.artifacts.map((a) => [
-          String(a.iteration),
-          a.components.join(","),
-          formatBytes(a.bytes),
-          a.local,
-          a.archivedTo ?? "-",
-        ]),
-        new Set([0, 2]),
-      ),
-    );
-  }
-  for (const p of r.pendingValidation)
-    lines.push(`pending validation: iteration ${p.iteration} (${p.state})`);
-  for (const c of r.checkpoints.filter((x) => x.complete === false && !x.pastPointer)) {
-    lines.push(`iteration ${c.iteration}: ${c.problems.join("; ")}`);
+function renderRunStatus(dir: string, r: AttemptStatus): string {
+  const a = r.attempt;
+  const lines = [a?.dir ?? dir];
+  if (a !== null) {
+    const pointer =
+      a.pointer.state === "present"
+        ? `iteration ${a.pointer.iteration}`
+        : a.pointer.state === "absent"
+          ? "none"
+          : `INVALID (${a.pointer.message})`;
+    const resume =
+      a.resume.decision === "checkpoint"
+        ? `iteration ${a.resume.iteration ?? "?"} (${a.resume.reason})`
+        : a.resume.decision === "fresh"
+          ? `a fresh start (${a.resume.reason})`
+          : a.resume.decision === "refused"
+            ? `REFUSED ${a.resume.code}: ${a.resume.reason}`
+            : `unknown (${a.resume.reason})`;
+    lines.push(`latest_checkpoint.txt: ${pointer}`, `resume=auto would pick: ${resume}`);
+    if (a.checkpoints.length > 0) {
+      lines.push(
+        "",
+        table(
+          ["checkpoint", "state", "components", "size", "upload", "validation"],
+          a.checkpoints.map((c) => [
+            String(c.iteration),
+            stateOf(c),
+            c.resume.resumable === null ? "-" : componentList(c),
+            c.resume.resumable === null ? "-" : formatBytes(c.bytes),
+            c.retention.upload,
+            c.retention.validation ?? "-",
+          ]),
+          new Set([0, 3]),
+        ),
+      );
+    } else {
+      lines.push("", "no checkpoints");
+    }
+    if (a.artifacts.length > 0) {
+      lines.push(
+        "",
+        table(
+          ["artifact", "components", "payload", "local", "archived to"],
+          a.artifacts.map((x) => [
+            String(x.iteration),
+            x.components.join(","),
+            formatBytes(x.bytes),
+            x.retention.local,
+            x.archive?.destination ?? "-",
+          ]),
+          new Set([0, 2]),
+        ),
+      );
+    }
+    for (const c of a.checkpoints) {
+      const state = c.retention.validation;
+      if (state !== null && state !== "published")
+        lines.push(`pending validation: iteration ${c.iteration} (${state})`);
+    }
+    for (const c of a.checkpoints.filter((x) => x.resume.resumable === false && !x.retention.pastPointer)) {
+      lines.push(`iteration ${c.iteration}: ${c.resume.findings.join("; ")}`);
+    }
   }
   lines.push("", r.problems.length === 0 ? "no problems" : `${r.problems.length} problem(s):`);
-  for (const p of r.problems) lines.push(`  ${p.code} ${p.subject}: ${p.message}`);
+  for (const p of r.problems)
+    lines.push(`  ${p.code}${p.cause === null ? "" : ` (${p.cause})`} ${p.subject}: ${p.message}`);
+  if (!r.complete) lines.push("incomplete: a bound cut the collection short (see the problems)");
   return lines.join("\n");
 }
 
@@ -96,10 +131,8 @@ const runStatusCommand: CkptCommand<RunStatusArgs> = {
       .example("ckpt run status out/p/g/run/20260901120000 --json", "the same as a JSON report"),
   async run(args) {
     const dir = args["attempt-dir"];
-    await requireAttemptDir(dir);
-    const { runStatus } = await import("@ckpt/trainer-checkpoint-manager");
-    const report = await runStatus(dir);
-    return { exitCode: report.ok ? 0 : 1, report, human: renderRunStatus(report) };
+    const report = await attemptStatus(dir);
+    return { exitCode: report.ok ? 0 : 1, report, human: renderRunStatus(dir, report) };
   },
 };
 

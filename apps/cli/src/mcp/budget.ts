@@ -29,8 +29,9 @@ export class RequestBudget {
   }
 
   /**
-   * `work`'s value, or `undefined` when the budget ran out first. Work that takes no signal is left
-   * to finish in the background (it only reads); its answer is dropped.
+   * `work`'s value, or `undefined` when the budget ran out first; work given `signal` stops then
+   * (the evidence collection and verify take it), the rest finishes in the background (it only
+   * reads) and its answer is dropped.
    */
   async race<T>(work: Promise<T>): Promise<T | undefined> {
     const expired = new Promise<undefined>((resolve) => {

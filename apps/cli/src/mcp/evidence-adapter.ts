@@ -1,20 +1,34 @@
 // The one place `ckpt mcp` meets the evidence libraries: every tool answers through these
-// functions, so moving the server to another evidence model (a versioned bundle with a closed set
-// of problem codes) changes this module only. Each returns a JSON-able report; paths given here
-// are already resolved inside the served root (path-guard.ts). Nothing here writes.
+// functions. status and evidence answer from the ckpt.evidence.v2 model (@ckpt/evidence), whose
+// problems come from its closed set. Each returns a JSON-able report; paths given here are already
+// resolved inside the served root (path-guard.ts). Nothing here writes.
 import type { VolumeDescription } from "@ckpt/diagnostics";
+import type { Evidence } from "@ckpt/evidence";
 import type { VerifyKind } from "@ckpt/verify";
-import { requireAttemptDir } from "../attempt-dir.js";
+import { requireRunOrAttemptDir } from "../attempt-dir.js";
 
 /** code -> its docs/troubleshooting.md row, embedded at build time (apps/cli/tsup.config.ts). */
 declare const __CKPT_TROUBLESHOOTING__: Record<string, { section: string; meaning: string; remedy: string }>;
 
-/** `ckpt run status`: a run attempt's checkpoints, pointer, receipts and the resume decision. */
-export async function attemptStatus(attemptDir: string) {
-  await requireAttemptDir(attemptDir);
-  const { runStatus } = await import("@ckpt/trainer-checkpoint-manager");
-  return runStatus(attemptDir);
+/**
+ * Loads the libraries the tools answer from while the client is still deciding what to ask, so the
+ * first request does not pay for compiling them (on a busy machine, about a second). A failure
+ * here is left to the request that needs the library, which reports it.
+ */
+export function preloadLibraries(): void {
+  import("@ckpt/evidence").catch(() => {});
 }
+
+/** The ckpt.evidence.v2 bundle of a run or one attempt; `signal` (the request's budget) cancels its collection. */
+export async function runEvidence(path: string, signal: AbortSignal): Promise<Evidence & { ok: boolean }> {
+  await requireRunOrAttemptDir(path);
+  const { buildEvidence, withoutErrors } = await import("@ckpt/evidence");
+  const bundle = await buildEvidence(path, { signal });
+  return { ok: withoutErrors(bundle.problems), ...bundle };
+}
+
+/** `ckpt run status`: a run attempt at a glance, in the v2 model (the command's own report). */
+export { attemptStatus } from "../commands/run-status.js";
 
 /** `ckpt resumable`: would training resume from this checkpoint, and why not. */
 export async function checkpointResumable(iterDir: string, sha256: string | null) {
@@ -29,14 +43,6 @@ export async function verifyTarget(
 ) {
   const { verifyPath } = await import("@ckpt/verify");
   return verifyPath(path, options);
-}
-
-/** `ckpt evidence`: one bundle of a run attempt. */
-export async function attemptEvidence(attemptDir: string) {
-  await requireAttemptDir(attemptDir);
-  const { collectEvidence } = await import("@ckpt/trainer-checkpoint-manager");
-  const bundle = await collectEvidence(attemptDir);
-  return { ok: bundle.problems.length === 0, ...bundle };
 }
 
 /**

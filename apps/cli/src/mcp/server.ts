@@ -6,10 +6,10 @@ import { z } from "zod";
 import { describeFailure } from "@ckpt/command-line";
 import { RequestBudget } from "./budget.js";
 import {
-  attemptEvidence,
   attemptStatus,
   checkpointResumable,
   explainCode,
+  runEvidence,
   verifyTarget,
   volumeVerdict,
 } from "./evidence-adapter.js";
@@ -105,7 +105,7 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
     {
       title: "Run attempt status",
       description:
-        "A run attempt at a glance (ckpt run status): checkpoints, components, sizes, latest_checkpoint.txt, receipts, pending validation, and what resume=auto would pick and why.",
+        "A run attempt at a glance, as the ckpt.evidence.v2 bundle holds it: latest_checkpoint.txt, what resume=auto would pick and why, every checkpoint (components, sizes, resumable or not, retention state) and artifact (archive receipt), and problems from the closed set the explain tool describes.",
       inputSchema: {
         attempt: z
           .string()
@@ -120,15 +120,18 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
           budget,
           shown(dir),
           "run status",
-          attemptStatus(dir),
-          (r) => {
+          attemptStatus(dir, budget.signal),
+          ({ attempt, problems, complete }) => {
+            const r = attempt?.resume;
             const resume =
-              r.resume.decision === "checkpoint"
-                ? `iteration ${r.resume.iteration ?? "?"}`
-                : r.resume.decision === "fresh"
-                  ? "a fresh start"
-                  : `refused (${r.resume.code})`;
-            return `${shown(dir)}: resume would pick ${resume}; ${r.checkpoints.length} checkpoints, ${r.artifacts.length} artifacts, ${r.problems.length} problems`;
+              r === undefined || r.decision === "unknown"
+                ? "nothing it could tell"
+                : r.decision === "checkpoint"
+                  ? `iteration ${r.iteration ?? "?"}`
+                  : r.decision === "fresh"
+                    ? "a fresh start"
+                    : `refused (${r.code})`;
+            return `${shown(dir)}: resume would pick ${resume}; ${attempt?.checkpoints.length ?? 0} checkpoints, ${attempt?.artifacts.length ?? 0} artifacts, ${problems.length} problems${complete ? "" : " (incomplete)"}`;
           },
           listAttempts(guarded.realRoot, dir, budget),
         );
@@ -202,23 +205,28 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
   server.registerTool(
     "evidence",
     {
-      title: "Evidence bundle of a run attempt",
+      title: "Evidence bundle of a run or an attempt",
       description:
-        "ckpt evidence: one JSON bundle of a run attempt: resume decision, newest checkpoint, retention state, artifacts and archive receipts, problems.",
+        "ckpt evidence: the ckpt.evidence.v2 bundle of a run (every attempt) or one attempt: attempts, checkpoints and artifacts (resumable and why, retention, archive receipt), the volume's storage tier, problems from a closed set the explain tool describes.",
       inputSchema: {
-        attempt: z.string().describe(`The run attempt directory. ${PATH_NOTE}`),
+        path: z
+          .string()
+          .describe(
+            `A run directory <project>/<group>/<name> (every attempt under it) or one attempt <name>/<RUN_TS>. ${PATH_NOTE}`,
+          ),
       },
       annotations: READ_ONLY,
     },
-    ({ attempt }) =>
+    ({ path }) =>
       respond(async (budget) => {
-        const dir = await inside(attempt);
+        const dir = await inside(path);
         return bounded(
           budget,
           shown(dir),
           "the evidence bundle",
-          attemptEvidence(dir),
-          (b) => `${shown(dir)}: ${b.status}; ${b.problems.length} problems`,
+          runEvidence(dir, budget.signal),
+          (b) =>
+            `${shown(dir)}: ${b.status}; ${b.problems.length} problems${b.complete ? "" : " (incomplete)"}`,
           listAttempts(guarded.realRoot, dir, budget),
         );
       }),

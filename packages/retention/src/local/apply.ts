@@ -7,6 +7,7 @@ import {
   CHECKPOINTS_DIR,
   fsyncDirectory,
   LATEST_POINTER,
+  mapPool,
   UPLOADED_MARKER,
   ManifestError,
   parseIterDir,
@@ -21,6 +22,8 @@ const OPTIMIZER_FILE = "optim.pt";
 const OPTIMIZER_DIR = "optim";
 /** A directory being removed is first renamed to a dot name ending in this, so a crash leaves it recognisable. */
 export const DELETING_SUFFIX = ".ckpt-deleting";
+/** Iteration directories a scan reads at once: enough to keep the filesystem's thread pool busy. */
+const SCAN_CONCURRENCY = 32;
 
 function errnoOf(error: unknown): string | undefined {
   return (error as NodeJS.ErrnoException | undefined)?.code;
@@ -42,6 +45,26 @@ function requireCheckpointRoot(root: string, action: string): string {
     );
   }
   return absolute;
+}
+
+/**
+ * Whether an iteration directory holds optimizer state and what its `.uploaded` says, from one
+ * listing of it: the receipt is read only when the listing shows one (on a root of thousands of
+ * checkpoints, probing absent names one by one is most of the scan). A directory removed since the
+ * root was listed holds neither.
+ */
+async function optimizerAndUpload(dir: string): Promise<Pick<CheckpointInfo, "hasOptimizer" | "uploaded">> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return { hasOptimizer: false, uploaded: "none" };
+    throw error;
+  }
+  return {
+    hasOptimizer: names.includes(OPTIMIZER_FILE) || names.includes(OPTIMIZER_DIR),
+    uploaded: names.includes(UPLOADED_MARKER.fileName) ? await uploadStateOf(dir) : "none",
+  };
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -78,6 +101,7 @@ export interface ScanOptions {
  * Lists the `iter_*` directories of a `checkpoints/` root (any digit count), with whether each
  * holds optimizer state, what `.uploaded` says, and whether `latest_checkpoint.txt` names it. A
  * root that does not exist yet has no checkpoints. Symbolic links and other names are ignored.
+ * Iteration directories are read concurrently (a bounded number at once); the result is sorted.
  */
 export async function scanCheckpointRoot(root: string, options: ScanOptions = {}): Promise<CheckpointInfo[]> {
   const absolute = requireCheckpointRoot(root, "scan checkpoints");
@@ -104,24 +128,23 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
       );
     }
   }
-  const infos: CheckpointInfo[] = [];
-  for (const entry of entries) {
-    if (options.signal?.aborted) throw abortedError(`scan checkpoints ${absolute}`, options.signal);
+  const iterations = entries.flatMap((entry) => {
     const iteration = parseIterDir(entry.name);
-    if (iteration === undefined || !entry.isDirectory()) continue;
-    const dir = join(absolute, entry.name);
+    return iteration === undefined || !entry.isDirectory()
+      ? []
+      : [{ iteration, dir: join(absolute, entry.name) }];
+  });
+  const infos = await mapPool(iterations, SCAN_CONCURRENCY, async ({ iteration, dir }) => {
+    if (options.signal?.aborted) throw abortedError(`scan checkpoints ${absolute}`, options.signal);
     try {
-      const hasOptimizer =
-        (await exists(join(dir, OPTIMIZER_FILE))) || (await exists(join(dir, OPTIMIZER_DIR)));
       const metrics = await options.readMetrics?.(dir, iteration);
-      infos.push({
+      return {
         iteration,
         dir,
-        hasOptimizer,
-        uploaded: await uploadStateOf(dir),
+        ...(await optimizerAndUpload(dir)),
         ...(metrics === undefined ? {} : { metrics }),
         ...(latest === iteration ? { isLatest: true } : {}),
-      });
+      } satisfies CheckpointInfo;
     } catch (error) {
       if (error instanceof RetentionError) throw error;
       throw new RetentionError(
@@ -130,7 +153,7 @@ export async function scanCheckpointRoot(root: string, options: ScanOptions = {}
         { kind: "failed", subject: dir, cause: error },
       );
     }
-  }
+  });
   return infos.sort((a, b) => a.iteration - b.iteration || (a.dir < b.dir ? -1 : a.dir > b.dir ? 1 : 0));
 }
 
