@@ -11,6 +11,7 @@ import { type CkptCommand, type CommandEntry, isGroup } from "./commands/registr
 import { pathKindError, UsageError } from "./errors.js";
 import { interruptedOutcome, STOP_EXIT_CODES, type StopSignal } from "./interrupt.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
+import { jsonReport } from "./json.js";
 
 function write(stream: NodeJS.WritableStream, text: string): void {
   if (text.length > 0) stream.write(text.endsWith("\n") ? text : `${text}\n`);
@@ -19,7 +20,7 @@ function write(stream: NodeJS.WritableStream, text: string): void {
 function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void {
   // An interruption's one line goes to stderr whatever the mode: stdout carries only results.
   const interrupted = outcome.exitCode === 130 || outcome.exitCode === 143;
-  if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
+  if (options.json) write(io.stdout, jsonReport(outcome.report));
   if (interrupted) write(io.stderr, outcome.human);
   else if (options.json || (options.quiet && outcome.exitCode === 0)) return;
   else if (outcome.result === undefined) write(io.stdout, outcome.human);
@@ -130,7 +131,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     );
   } catch (error) {
     const failure = describeFailure(pathKindError(error) ?? error);
-    if (globals.json) write(io.stdout, JSON.stringify(failureReport(failure), null, 2));
+    if (globals.json) write(io.stdout, jsonReport(failureReport(failure)));
     else for (const line of failureLines("ckpt", failure)) write(io.stderr, line);
     return failure.exitCode;
   }
