@@ -32,11 +32,14 @@ async function torchModel(path: string, k: number): Promise<void> {
 
 /**
  * Every key of `value` that is an identifier but not snake_case, with where it is. Keys that are
- * names (paths, tensor names: they hold `.` or `/`) are data, not vocabulary.
+ * names (paths, tensor names: they hold `.` or `/`) are data, not vocabulary; a versioned document
+ * (`schema: "ckpt.evidence.v2"`, a manifest) has the keys its schema declares.
  */
 function nonSnakeKeys(value: unknown, at = "$"): string[] {
   if (Array.isArray(value)) return value.flatMap((v, i) => nonSnakeKeys(v, `${at}[${i}]`));
   if (value === null || typeof value !== "object") return [];
+  if (/^(?:ckpt|posttrain)\.[a-z0-9-]+\.v[0-9]+$/.test(String((value as { schema?: unknown }).schema)))
+    return [];
   return Object.entries(value).flatMap(([key, v]) => [
     ...(/^[A-Za-z_][A-Za-z0-9_]*$/.test(key) && /[A-Z]/.test(key) ? [`${at}.${key}`] : []),
     ...nonSnakeKeys(v, `${at}.${key}`),
@@ -68,6 +71,11 @@ describe("--json keys", () => {
       steps: [{ duration_ms: 1, name: "openRead" }],
       at: "1970-01-01T00:00:00.000Z",
     });
+  });
+
+  it("a versioned document (a record, the evidence bundle) keeps its schema's keys", () => {
+    const manifest = { schema: "posttrain.checkpoint-artifact.v1", iterDir: "kept as written" };
+    expect(snakeCaseKeys({ manifestPath: "m", manifest })).toEqual({ manifest_path: "m", manifest });
   });
 
   it("every command's --json report has snake_case keys only", async () => {

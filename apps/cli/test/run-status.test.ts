@@ -19,16 +19,16 @@ interface Status {
   checkpoints: Array<{
     iteration: number;
     latest: boolean;
-    pastPointer: boolean;
+    past_pointer: boolean;
     complete: boolean | null;
     components: Array<{ name: string; path: string; kind: string; present: boolean; bytes: number }>;
     bytes: number;
-    hasOptimizer: boolean;
+    has_optimizer: boolean;
     upload: string;
     validation: string | null;
   }>;
   artifacts: Array<{ iteration: number; components: string[]; bytes: number; local: string }>;
-  pendingValidation: Array<{ iteration: number; state: string }>;
+  pending_validation: Array<{ iteration: number; state: string }>;
   problems: Array<{ code: string }>;
 }
 
@@ -98,7 +98,7 @@ describe("ckpt run status", () => {
     const dir = join(runDir, runTs!);
     const { report, human } = await status(dir);
     expect(report.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
-    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.pastPointer])).toEqual([
+    expect(report.checkpoints.map((c) => [c.iteration, c.latest, c.past_pointer])).toEqual([
       [20, false, true],
       [10, true, false],
     ]);
@@ -131,7 +131,7 @@ describe("ckpt run status", () => {
     await manager.finalize();
     const { code, report, human } = await status(manager.attemptDir);
     expect(code).toBe(0);
-    expect(report.pendingValidation).toEqual([{ iteration: 5, state: "evaluation_pending" }]);
+    expect(report.pending_validation).toEqual([{ iteration: 5, state: "evaluation_pending" }]);
     expect(report.checkpoints[0]!.validation).toBe("evaluation_pending");
     expect(human).toContain("pending validation: iteration 5 (evaluation_pending)");
   });
