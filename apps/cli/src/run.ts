@@ -70,6 +70,32 @@ async function runStoppable(
   }
 }
 
+const nameOf = (entry: CommandEntry): string => entry.command.split(" ")[0]!;
+
+/**
+ * `argv` with a command's earlier name (`doctor store`) replaced by its name (`doctor
+ * object-store`), so `help <command>` and suggestions work for both. Stops at the first word that
+ * names no command (an argument).
+ */
+export function currentCommandNames(
+  argv: readonly string[],
+  entries: readonly CommandEntry[] = commands,
+): string[] {
+  const out = [...argv];
+  let level: readonly CommandEntry[] | undefined = entries;
+  for (let i = out[0] === "help" ? 1 : 0; i < out.length && level !== undefined; i++) {
+    const word = out[i]!;
+    if (word.startsWith("-")) continue;
+    const entry: CommandEntry | undefined = level.find(
+      (e) => nameOf(e) === word || (!isGroup(e) && (e.aliases ?? []).includes(word)),
+    );
+    if (entry === undefined) break;
+    out[i] = nameOf(entry);
+    level = isGroup(entry) ? entry.subcommands : undefined;
+  }
+  return out;
+}
+
 /** Runs `ckpt <argv>` and resolves to the exit code. Never calls process.exit. */
 export async function runCli(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let outcome: CommandOutcome | undefined;
@@ -79,7 +105,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
       target.command(entry.command, entry.describe, (group) => {
         for (const sub of entry.subcommands) register(group, sub);
         return group
-          .demandCommand(1, `Name a subcommand; \`ckpt ${entry.command.split(" ")[0]} --help\` lists them.`)
+          .demandCommand(1, `Name a subcommand; \`ckpt ${nameOf(entry)} --help\` lists them.`)
           .epilogue(exitCodesEpilogue());
       });
       return;
@@ -94,7 +120,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
             [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM",
           };
     target.command(
-      entry.command,
+      [entry.command, ...(entry.aliases ?? [])],
       entry.describe,
       (yargs) => entry.builder(yargs).epilogue(exitCodesEpilogue(exitCodes)),
       async (args) => {
@@ -112,7 +138,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
   let helpText: string;
   try {
     helpText = await runCommandLine(
-      argv,
+      currentCommandNames(argv),
       {
         name: "ckpt",
         // From apps/cli/package.json at build time (yargs's own lookup finds no package.json in a bundle).

@@ -300,7 +300,10 @@ describe("ckpt mcp over stdio", () => {
       claude_code: string;
       stdio: string;
     };
-    expect(config.mcp_servers.ckpt).toEqual({ command: process.execPath, args: [BIN, "mcp", "--root", root] });
+    expect(config.mcp_servers.ckpt).toEqual({
+      command: process.execPath,
+      args: [BIN, "mcp", "--root", root],
+    });
     expect(config.claude_code).toBe(`claude mcp add ckpt -- ${process.execPath} ${BIN} mcp --root ${root}`);
     expect(config.stdio).toBe(`${process.execPath} ${BIN} mcp --root ${root}`);
     const human = execFileSync(process.execPath, [BIN, "mcp", "--root", root, "--print-config"], {
