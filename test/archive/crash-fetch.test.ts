@@ -217,13 +217,13 @@ async function runFetchSuite(
     afterCompletion: async ({ previous, result }) => {
       const out = JSON.parse(result.stdout) as {
         ok: boolean;
-        stagedDir: string;
-        upToDate: boolean;
+        staged_dir: string;
+        up_to_date: boolean;
         removed: string[];
       };
       expect(out.ok).toBe(true);
-      expect(out.stagedDir).toBe(iterDir());
-      if (previous === "completed") expect(out.upToDate).toBe(true);
+      expect(out.staged_dir).toBe(iterDir());
+      if (previous === "completed") expect(out.up_to_date).toBe(true);
       const { label, source } = await checkStage(iterDir(), archives, new Set(foreignInside.keys()));
       expect(label).toBe("complete");
       expect(source).toBe(archive);

@@ -156,7 +156,7 @@ describe("interrupting the CLI's long commands", () => {
     );
     expectStopped(result, 130, "READER_ABORTED", /staged download kept in /);
     const report = JSON.parse(await cliOk(args));
-    expect(report).toMatchObject({ ok: true, stagedDir: join(dst, "iter_000000300") });
+    expect(report).toMatchObject({ ok: true, staged_dir: join(dst, "iter_000000300") });
     expect((await readFile(join(dst, "iter_000000300", "model.pt"))).length).toBe(MODEL_BYTES);
   });
 

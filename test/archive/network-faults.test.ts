@@ -253,11 +253,11 @@ describe("publish and fetch through network faults (real S3 behind a fault proxy
     }
     const outcome = outcomeOf(result, "fetch through a proxy cutting every connection after 1.5 MiB");
     expect(outcome.ok).toBe(true);
-    const report = JSON.parse(result.stdout) as { resumedInPlace: number; downloadedBytes: number };
+    const report = JSON.parse(result.stdout) as { resumed_in_place: number; downloaded_bytes: number };
     expect(proxy.records.filter((r) => r.responseBytes >= limit).length).toBeGreaterThan(0);
-    expect(report.resumedInPlace).toBeGreaterThan(0);
+    expect(report.resumed_in_place).toBeGreaterThan(0);
     expect(await checkStaged(join(dst, template.iterDir), declaration)).toBe("complete");
-    count(`fetch resumed in place ${report.resumedInPlace} times`);
+    count(`fetch resumed in place ${report.resumed_in_place} times`);
   }, 120_000);
 
   it(`library with a short request timeout: stalls past it end in coded errors (seed ${seed})`, async () => {

@@ -137,6 +137,9 @@ export async function renderCliReference(cli) {
     }
     const recorded = recordBuilder(entry.builder);
     out.push(`Usage: \`ckpt ${usage} [options]\` (plus \`--json\`, \`--quiet\`, \`-h\`)`);
+    for (const alias of entry.aliases ?? []) {
+      out.push("", `Also runs as \`ckpt ${[...words.slice(0, -1), alias].join(" ")}\`, its earlier name.`);
+    }
     out.push("", cli.exitCodesEpilogue(entry.exitCodes));
     const rows = argumentRows(recorded);
     if (rows.length > 0) out.push("", table(["argument", "type", "required / default", "description"], rows));

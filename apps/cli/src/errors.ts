@@ -5,7 +5,7 @@ type CliErrorCode =
   | "CLI_USAGE"
   | "CLI_NOT_A_DIRECTORY"
   | "CLI_IS_A_DIRECTORY"
-  | "CLI_PUBLISH_DESTINATION_CONFLICT"
+  | "PUBLISH_DESTINATION_CONFLICT"
   | "MCP_PATH_REFUSED"
   | "MCP_PATH_NOT_FOUND";
 
@@ -21,7 +21,7 @@ export class UsageError extends CkptError<CliErrorCode> {
 export class DestinationConflictError extends CkptError<CliErrorCode> {
   override readonly name = "DestinationConflictError";
   constructor(message: string) {
-    super("CLI_PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
+    super("PUBLISH_DESTINATION_CONFLICT", message, { kind: "input" });
   }
 }
 

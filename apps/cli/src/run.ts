@@ -11,6 +11,7 @@ import { type CkptCommand, type CommandEntry, isGroup } from "./commands/registr
 import { pathKindError, UsageError } from "./errors.js";
 import { interruptedOutcome, READ_ONLY_LEAVES, STOP_EXIT_CODES, type StopSignal } from "./interrupt.js";
 import { type CliIo, type CommandOutcome, type GlobalOptions, processIo } from "./io.js";
+import { jsonReport } from "./json.js";
 
 function write(stream: NodeJS.WritableStream, text: string): void {
   if (text.length > 0) stream.write(text.endsWith("\n") ? text : `${text}\n`);
@@ -19,7 +20,7 @@ function write(stream: NodeJS.WritableStream, text: string): void {
 function emit(outcome: CommandOutcome, options: GlobalOptions, io: CliIo): void {
   // An interruption's one line goes to stderr whatever the mode: stdout carries only results.
   const interrupted = outcome.exitCode === 130 || outcome.exitCode === 143;
-  if (options.json) write(io.stdout, JSON.stringify(outcome.report, null, 2));
+  if (options.json) write(io.stdout, jsonReport(outcome.report));
   if (interrupted) write(io.stderr, outcome.human);
   else if (options.json || (options.quiet && outcome.exitCode === 0)) return;
   else if (outcome.result === undefined) write(io.stdout, outcome.human);
@@ -91,6 +92,32 @@ async function runStoppable(
   }
 }
 
+const nameOf = (entry: CommandEntry): string => entry.command.split(" ")[0]!;
+
+/**
+ * `argv` with a command's earlier name (`doctor store`) replaced by its name (`doctor
+ * object-store`), so `help <command>` and suggestions work for both. Stops at the first word that
+ * names no command (an argument).
+ */
+export function currentCommandNames(
+  argv: readonly string[],
+  entries: readonly CommandEntry[] = commands,
+): string[] {
+  const out = [...argv];
+  let level: readonly CommandEntry[] | undefined = entries;
+  for (let i = out[0] === "help" ? 1 : 0; i < out.length && level !== undefined; i++) {
+    const word = out[i]!;
+    if (word.startsWith("-")) continue;
+    const entry: CommandEntry | undefined = level.find(
+      (e) => nameOf(e) === word || (!isGroup(e) && (e.aliases ?? []).includes(word)),
+    );
+    if (entry === undefined) break;
+    out[i] = nameOf(entry);
+    level = isGroup(entry) ? entry.subcommands : undefined;
+  }
+  return out;
+}
+
 /** Runs `ckpt <argv>` and resolves to the exit code. Never calls process.exit. */
 export async function runCli(argv: readonly string[], io: CliIo = processIo()): Promise<number> {
   let outcome: CommandOutcome | undefined;
@@ -100,7 +127,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
       target.command(entry.command, entry.describe, (group) => {
         for (const sub of entry.subcommands) register(group, sub);
         return group
-          .demandCommand(1, `Name a subcommand; \`ckpt ${entry.command.split(" ")[0]} --help\` lists them.`)
+          .demandCommand(1, `Name a subcommand; \`ckpt ${nameOf(entry)} --help\` lists them.`)
           .epilogue(exitCodesEpilogue());
       });
       return;
@@ -112,7 +139,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
       [STOP_EXIT_CODES.SIGTERM]: "stopped by SIGTERM",
     };
     target.command(
-      entry.command,
+      [entry.command, ...(entry.aliases ?? [])],
       entry.describe,
       (yargs) => entry.builder(yargs).epilogue(exitCodesEpilogue(exitCodes)),
       async (args) => {
@@ -130,7 +157,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
   let helpText: string;
   try {
     helpText = await runCommandLine(
-      argv,
+      currentCommandNames(argv),
       {
         name: "ckpt",
         // From apps/cli/package.json at build time (yargs's own lookup finds no package.json in a bundle).
@@ -149,7 +176,7 @@ export async function runCli(argv: readonly string[], io: CliIo = processIo()): 
     );
   } catch (error) {
     const failure = describeFailure(pathKindError(error) ?? error);
-    if (globals.json) write(io.stdout, JSON.stringify(failureReport(failure), null, 2));
+    if (globals.json) write(io.stdout, jsonReport(failureReport(failure)));
     else for (const line of failureLines("ckpt", failure)) write(io.stderr, line);
     return failure.exitCode;
   }

@@ -61,7 +61,7 @@ function bucketRefusal(bucket: string, source: string): string | undefined {
   return (
     `${source} ${bucket} is a path, not a bucket name. A directory archive is file:///absolute/dir` +
     (absolute ? ` (here file://${bucket})` : " (an absolute path)") +
-    "; a bare name means s3://<name>. `ckpt doctor store file:///dir` checks a directory archive."
+    "; a bare name means s3://<name>. `ckpt doctor object-store file:///dir` checks a directory archive."
   );
 }
 

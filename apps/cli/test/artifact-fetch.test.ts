@@ -28,8 +28,8 @@ describe("ckpt artifact fetch", () => {
     );
     expect(JSON.parse(again.out())).toMatchObject({
       ok: true,
-      upToDate: true,
-      stagedDir: join(dst, "iter_000000300"),
+      up_to_date: true,
+      staged_dir: join(dst, "iter_000000300"),
     });
   });
 

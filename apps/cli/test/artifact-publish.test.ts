@@ -156,7 +156,7 @@ describe("ckpt artifact publish", () => {
     expect(await runCli(publishArgs(dir, `file://${root}/archive`, wrongPrefix), otherRun.io)).toBe(2);
     expect(otherRun.err()).toContain("run attempt 20260901120000");
     expect(otherRun.err()).toContain("20260902080000");
-    expect(otherRun.err()).toContain("CLI_PUBLISH_DESTINATION_CONFLICT");
+    expect(otherRun.err()).toContain("PUBLISH_DESTINATION_CONFLICT");
     expect(await readdir(dir)).not.toContain(".uploaded");
     expect(await runCli(publishArgs(dir, `file://${root}/archive`), captureIo({ env }).io)).toBe(0);
     const elsewhere = captureIo({ env });

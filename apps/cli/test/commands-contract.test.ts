@@ -2,21 +2,13 @@ import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
-import { commands } from "../src/commands/index.js";
-import { type CommandEntry, isGroup } from "../src/commands/registry.js";
 import { colorAllowed } from "../src/io.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
+import { runnableCommands } from "./helpers/registry.js";
 
-/** Every runnable command as the words that name it (`["artifact", "publish"]`), found from the registry. */
-function leaves(entries: readonly CommandEntry[], prefix: string[] = []): string[][] {
-  return entries.flatMap((entry) => {
-    const words = [...prefix, entry.command.split(" ")[0]!];
-    return isGroup(entry) ? leaves(entry.subcommands, words) : [words];
-  });
-}
-
-const ALL = leaves(commands);
+/** Every runnable command as the words that name it (`["artifact", "publish"]`). */
+const ALL = runnableCommands().map((name) => name.split(" "));
 
 describe("every command keeps the CLI contract (new commands are picked up from the registry)", () => {
   it("the registry lists the operator commands", () => {
@@ -25,8 +17,8 @@ describe("every command keeps the CLI contract (new commands are picked up from 
         "verify",
         "fingerprint",
         "estimate",
-        "doctor store",
-        "doctor storage",
+        "doctor object-store",
+        "doctor volume",
         "inspect",
       ]),
     );

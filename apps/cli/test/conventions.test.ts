@@ -51,10 +51,10 @@ describe("help on every command", () => {
     },
   );
 
-  it("a command's own exit codes are in its help (prune-verified's 3, doctor store's 1)", async () => {
+  it("a command's own exit codes are in its help (prune-verified's 3, doctor object-store's 1)", async () => {
     const prune = await ckpt(["artifact", "prune-verified", "-h"]);
     expect(prune.out).toContain("3 some path not released");
-    const store = await ckpt(["help", "doctor", "store"]);
+    const store = await ckpt(["help", "doctor", "object-store"]);
     expect(store.out).toContain("1 not qualified");
   });
 
@@ -90,6 +90,38 @@ describe("suggestions", () => {
 });
 
 describe("one vocabulary", () => {
+  it.each([
+    ["doctor store", ["doctor", "store", "-h"], ["doctor", "object-store", "-h"]],
+    ["help doctor storage", ["help", "doctor", "storage"], ["help", "doctor", "volume"]],
+    [
+      "fetch --dst",
+      ["artifact", "fetch", "--artifact-uri", "file:///no-such-archive/iter_000000001", "--dst", "stage"],
+      [
+        "artifact",
+        "fetch",
+        "--artifact-uri",
+        "file:///no-such-archive/iter_000000001",
+        "--stage-dir",
+        "stage",
+      ],
+    ],
+    [
+      "resumed --attempt",
+      ["resumed", "--attempt", "/no-such-attempt", "--reported-step", "0"],
+      ["resumed", "--attempt-dir", "/no-such-attempt", "--reported-step", "0"],
+    ],
+    [
+      "commit <artifact-dir>",
+      ["artifact", "commit", "/no-such-artifact/iter_000000001"],
+      ["artifact", "commit", "--artifact-dir", "/no-such-artifact/iter_000000001"],
+    ],
+  ])("%s: the earlier spelling runs the same as the current one", async (_, old, current) => {
+    const [before, now] = await Promise.all([ckpt(old as string[]), ckpt(current as string[])]);
+    expect(before).toEqual(now);
+    // Each pair is seen doing something: a help, or a refusal naming what it was given.
+    expect(`${now.out}${now.err}`).toMatch(/ckpt doctor object-store|ckpt doctor volume|no-such/);
+  });
+
   it("materialize-hf takes the artifact directory as --artifact-dir too (publish's name), and still as --ckpt-dir", async () => {
     const dir = join(await testdir("ckpt-cli-vocabulary-"), "no-such-artifact");
     const materialize = (flag: string) =>

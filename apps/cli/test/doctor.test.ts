@@ -100,7 +100,7 @@ describe("ckpt doctor storage", () => {
     const report = JSON.parse(c.out());
     expect(report).toMatchObject({
       ok: true,
-      probeOk: true,
+      probe_ok: true,
       tier: "local",
       known: true,
       expect: "any",

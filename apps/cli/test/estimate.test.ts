@@ -13,14 +13,14 @@ describe("ckpt estimate", () => {
       params: 7e9,
       components: { model: 14e9, optimizer: 56e9, training_state: 8192 },
       artifact: false,
-      writtenOverRun: 10 * (70e9 + 8192),
+      written_over_run: 10 * (70e9 + 8192),
     });
     // The requested (default) setting first: keep_optim_last=1 over 10 saves.
     expect(report.retention[0]).toMatchObject({
-      keepOptimLast: 1,
-      keepModelLast: 0,
+      keep_optim_last: 1,
+      keep_model_last: 0,
       checkpoints: 10,
-      withOptimizer: 1,
+      with_optimizer: 1,
     });
     expect(report.assumptions.length).toBeGreaterThan(3);
   });

@@ -319,12 +319,15 @@ describe("ckpt mcp over stdio", () => {
       encoding: "utf8",
     });
     const config = JSON.parse(out) as {
-      mcpServers: { ckpt: { command: string; args: string[] } };
-      claudeCode: string;
+      mcp_servers: { ckpt: { command: string; args: string[] } };
+      claude_code: string;
       stdio: string;
     };
-    expect(config.mcpServers.ckpt).toEqual({ command: process.execPath, args: [BIN, "mcp", "--root", root] });
-    expect(config.claudeCode).toBe(`claude mcp add ckpt -- ${process.execPath} ${BIN} mcp --root ${root}`);
+    expect(config.mcp_servers.ckpt).toEqual({
+      command: process.execPath,
+      args: [BIN, "mcp", "--root", root],
+    });
+    expect(config.claude_code).toBe(`claude mcp add ckpt -- ${process.execPath} ${BIN} mcp --root ${root}`);
     expect(config.stdio).toBe(`${process.execPath} ${BIN} mcp --root ${root}`);
     const human = execFileSync(process.execPath, [BIN, "mcp", "--root", root, "--print-config"], {
       encoding: "utf8",

@@ -17,7 +17,7 @@ interface Report {
   code: string | null;
   iteration: number | null;
   components: Record<string, string>;
-  manifestSha256: string | null;
+  manifest_sha256: string | null;
   latest: boolean | null;
   problems: string[];
 }
@@ -64,7 +64,7 @@ describe("ckpt resumable", () => {
     expect(Object.keys(report.components).sort()).toEqual(
       expect.arrayContaining(["model", "optim", "trainer"]),
     );
-    expect(report.manifestSha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(report.manifest_sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(human.split("\n")[0]).toMatch(/^yes: explicit resume from .*iter_000000030 \(iter 30\)$/);
   });
 
@@ -97,7 +97,7 @@ describe("ckpt resumable", () => {
 
   it("checks a pin: the right SHA-256 passes, another is refused, a malformed one is bad usage", async () => {
     const dir = iterDir(kept, 30);
-    const sha = (await resumable([dir])).report.manifestSha256!;
+    const sha = (await resumable([dir])).report.manifest_sha256!;
     expect((await resumable([dir, "--sha256", sha.toUpperCase()])).code).toBe(0);
     const wrong = await resumable([dir, "--sha256", "0".repeat(64)]);
     expect(wrong.code).toBe(1);

@@ -3,18 +3,9 @@ import { dirname, join } from "node:path";
 import { f32ToBf16Bytes, writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
-import { commands } from "../src/commands/index.js";
-import { type CommandEntry, isGroup } from "../src/commands/registry.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
-
-/** Every runnable command as `artifact publish`, found from the registry. */
-function leaves(entries: readonly CommandEntry[], prefix: string[] = []): string[] {
-  return entries.flatMap((entry) => {
-    const words = [...prefix, entry.command.split(" ")[0]!];
-    return isGroup(entry) ? leaves(entry.subcommands, words) : [words.join(" ")];
-  });
-}
+import { runnableCommands } from "./helpers/registry.js";
 
 /** Commands that make something: stdout is that thing alone, the statistics go to stderr. */
 const MAKERS = [
@@ -33,8 +24,8 @@ const REPORTERS = [
   "artifact prune-verified",
   "inspect",
   "verify",
-  "doctor store",
-  "doctor storage",
+  "doctor object-store",
+  "doctor volume",
   "estimate",
   "demo",
   "evidence",
@@ -80,7 +71,7 @@ async function twice(args: string[], env: NodeJS.ProcessEnv, jsonArgs = args) {
 
 describe("stdout carries only the result", () => {
   it("every command is either a maker (result alone on stdout) or a reporter", () => {
-    expect([...MAKERS, ...REPORTERS, ...SERVERS].sort()).toEqual(leaves(commands).sort());
+    expect([...MAKERS, ...REPORTERS, ...SERVERS].sort()).toEqual(runnableCommands().sort());
   });
 
   it("each maker's success path prints exactly what it made on stdout; --json prints one JSON document", async () => {
@@ -115,7 +106,7 @@ describe("stdout carries only the result", () => {
     expect(publish.err).toMatch(/^published /);
 
     const stage = join(root, "stage");
-    const fetch = await twice(["artifact", "fetch", "--artifact-uri", uri, "--dst", stage], env);
+    const fetch = await twice(["artifact", "fetch", "--artifact-uri", uri, "--stage-dir", stage], env);
     expect(fetch.out).toBe(`${join(stage, "iter_000000300")}\n`);
     expect(fetch.err).toMatch(/files verified\n$/);
 

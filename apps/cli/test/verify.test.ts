@@ -115,7 +115,7 @@ describe("ckpt verify: artifacts and stages", () => {
         fetched.io,
       ),
     ).toBe(0);
-    const stagedDir = JSON.parse(fetched.out()).stagedDir as string;
+    const stagedDir = JSON.parse(fetched.out()).staged_dir as string;
     const { code, report } = await verifyJson(stagedDir);
     expect([code, report.kind, report.ok]).toEqual([0, "stage", true]);
     await rm(join(stagedDir, "model.pt"));

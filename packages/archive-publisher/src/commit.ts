@@ -6,6 +6,7 @@ import {
   commitLast,
   fsyncDirectory,
   LOGICAL_COMPONENTS,
+  logicalComponentName,
   type LogicalComponent,
   logicalComponentOf,
   PHYSICAL_COMPONENTS,
@@ -62,7 +63,8 @@ function allowedKinds(name: PhysicalComponentName, format: CheckpointFormat): Ar
 }
 
 /** Checks a logical plan: non-empty, known names, each once. Returns it in canonical order. Pure. */
-export function normalizeComponents(components: readonly string[]): LogicalComponent[] {
+export function normalizeComponents(typed: readonly string[]): LogicalComponent[] {
+  const components = typed.map(logicalComponentName);
   const problem =
     components.length === 0
       ? "the plan is empty"

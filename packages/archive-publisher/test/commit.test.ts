@@ -65,7 +65,9 @@ describe("planCommit (pure)", () => {
 
   it("normalizes plans into table order and refuses bad ones", () => {
     expect(normalizeComponents(["training_state", "model"])).toEqual(["model", "training_state"]);
-    for (const bad of [[], ["model", "model"], ["weights"]]) {
+    // optim (the optimizer's file name) is read as optimizer; naming it both ways is naming it twice.
+    expect(normalizeComponents(["optim", "model"])).toEqual(["model", "optimizer"]);
+    for (const bad of [[], ["model", "model"], ["weights"], ["optim", "optimizer"]]) {
       expect(() => normalizeComponents(bad)).toThrow(
         expect.objectContaining({ code: "COMMIT_BAD_COMPONENTS" }),
       );

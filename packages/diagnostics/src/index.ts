@@ -15,7 +15,7 @@ export {
   fingerprintOf,
 } from "./fingerprint.js";
 
-// --- how a volume behaves under ckpt's commit sequence (`ckpt doctor storage`; `describeVolume` is its read-only half)
+// --- how a volume behaves under ckpt's commit sequence (`ckpt doctor volume`; `describeVolume` is its read-only half)
 export {
   type ProbeStep,
   type ProbeStorageOptions,

@@ -41,6 +41,7 @@ export {
   LOGICAL_COMPONENTS,
   PHYSICAL_COMPONENTS,
   artifactPayloadFiles,
+  logicalComponentName,
   logicalComponentOf,
   physicalComponentPath,
 } from "./records/artifact-manifest.js";

@@ -109,6 +109,9 @@ describe("estimateFootprint", () => {
   it("a partial plan is an artifact: outside retention, every save stays", () => {
     const e = estimateFootprint({ params: 1e9, components: ["model"], iterations: 5, keepModelLast: 1 });
     expect(e).toMatchObject({ artifact: true, components: { model: 2e9 }, perCheckpoint: 2e9 });
+    // optim, the optimizer's file name, is read as optimizer.
+    const optim = estimateFootprint({ params: 1e9, components: ["optim" as never], iterations: 5 });
+    expect(Object.keys(optim.components)).toEqual(["optimizer"]);
     expect(e.retention).toEqual([expect.objectContaining({ checkpoints: 5, bytesAfterSave: 10e9 })]);
     expect(e.assumptions.join("\n")).toMatch(/retention never removes/);
   });

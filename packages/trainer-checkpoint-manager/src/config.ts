@@ -4,6 +4,7 @@ import {
   isRunTs,
   LOGICAL_COMPONENTS,
   type LogicalComponent,
+  logicalComponentName,
 } from "@ckpt/manifest";
 import { z } from "zod";
 import { ManagerError } from "./errors.js";
@@ -69,8 +70,9 @@ function componentList(knob: string) {
     if (!Array.isArray(value)) return fail("must be a list of component names");
     if (value.length === 0) return fail("is empty; name at least one component");
     const seen = new Set<string>();
-    for (const item of value) {
-      if (typeof item !== "string") return fail(`holds ${JSON.stringify(item)}, which is not a string`);
+    for (const typed of value) {
+      if (typeof typed !== "string") return fail(`holds ${JSON.stringify(typed)}, which is not a string`);
+      const item = logicalComponentName(typed);
       if (!(LOGICAL_COMPONENTS as readonly string[]).includes(item)) {
         return fail(`holds unknown component ${JSON.stringify(item)}`);
       }

@@ -125,8 +125,9 @@ describe("parseManagerConfig: component lists", () => {
     it(`${knob}: an empty list is refused`, () => {
       expect(refusal(wrap([]))).toMatchObject({ code: "MANAGER_CONFIG_INVALID", knob });
     });
-    it(`${knob}: a duplicated name is refused`, () => {
+    it(`${knob}: a duplicated name is refused, optim being optimizer`, () => {
       expect(refusal(wrap(["model", "model"])).message).toContain("twice");
+      expect(refusal(wrap(["optimizer", "optim"])).message).toContain("twice");
     });
     it(`${knob}: a non-string name is refused`, () => {
       expect(refusal(wrap(["model", 3])).message).toContain("not a string");
@@ -142,9 +143,10 @@ describe("parseManagerConfig: component lists", () => {
   it("partial plans are canonicalised into the table order", () => {
     const { config } = parseManagerConfig({
       checkpoint_components: ["training_state", "model"],
-      validation: { checkpoint_components: ["optimizer", "model"] },
+      validation: { checkpoint_components: ["optim", "model"] },
     });
     expect(config.checkpoint_components).toEqual(["model", "training_state"]);
+    // optim, the optimizer's file name, is read as the logical optimizer.
     expect(config.validation.checkpoint_components).toEqual(["model", "optimizer"]);
   });
 

@@ -35,7 +35,8 @@ function renderQualification(report: QualificationReport): string {
 }
 
 const doctorStoreCommand: CkptCommand<StoreArgs> = {
-  command: "store <uri>",
+  command: "object-store <uri>",
+  aliases: ["store"],
   interruptLeaves:
     "the probe objects this run wrote below .ckpt-qualify/ under the URI may be left; run the same command again",
   exitCodes: { 1: "not qualified: a required check failed" },
@@ -48,11 +49,11 @@ const doctorStoreCommand: CkptCommand<StoreArgs> = {
         describe: "s3://bucket/prefix, gs://bucket/prefix, file:///absolute/dir or memory://name",
       })
       .example(
-        "ckpt doctor store s3://ckpt-archive/runs --credentials credentials/archive.secret",
+        "ckpt doctor object-store s3://ckpt-archive/runs --credentials credentials/archive.secret",
         "qualify an S3-compatible endpoint; exit 0 when qualified, 1 when not",
       )
       .example(
-        "ckpt doctor store file:///lustre/ckpt-archive --json",
+        "ckpt doctor object-store file:///lustre/ckpt-archive --json",
         "qualify a shared filesystem, report as JSON",
       ),
   async run(args, io) {
@@ -98,7 +99,8 @@ function renderStorageProbe(
 }
 
 const doctorStorageCommand: CkptCommand<StorageArgs> = {
-  command: "storage <dir>",
+  command: "volume <dir>",
+  aliases: ["storage"],
   interruptLeaves:
     "the .ckpt-storage-probe-* file this run created in the directory may be left; run the same command again, and remove it",
   exitCodes: { 1: "not sound: a step failed or the volume breaks --expect" },
@@ -117,11 +119,11 @@ const doctorStorageCommand: CkptCommand<StorageArgs> = {
         describe: "shared: also fail on a local volume (several nodes must read what is written)",
       })
       .example(
-        "ckpt doctor storage /lustre/ckpt",
+        "ckpt doctor volume /lustre/ckpt",
         "exit 0 when the volume is local or shared-safe and every step passed; tmpfs is volatile and fails",
       )
       .example(
-        "ckpt doctor storage /mnt/shared/ckpt --expect shared --json",
+        "ckpt doctor volume /mnt/shared/ckpt --expect shared --json",
         "multi-node training: a local volume fails too; report as JSON",
       ),
   async run(args, io) {
@@ -139,6 +141,6 @@ const doctorStorageCommand: CkptCommand<StorageArgs> = {
 /** `ckpt doctor ...`: qualify where checkpoints go before a run trusts it. */
 export const doctorGroup: CkptCommandGroup = {
   command: "doctor <command>",
-  describe: "Qualify an object store (store) or a checkpoint volume (storage) before trusting it",
+  describe: "Qualify an object store (object-store) or a checkpoint volume (volume) before trusting it",
   subcommands: [doctorStoreCommand, doctorStorageCommand],
 };

@@ -98,7 +98,8 @@ export const estimateCommand: CkptCommand<EstimateArgs> = {
       })
       .option("components", {
         type: "string",
-        describe: "Component plan, comma-separated: model,optimizer,training_state (default: all three)",
+        describe:
+          "Component plan, comma-separated: model,optimizer,training_state (default: all three; optim means optimizer)",
       })
       .option("keep-optim-last", {
         type: "number",

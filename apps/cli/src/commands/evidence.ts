@@ -102,7 +102,7 @@ export const evidenceCommand: CkptCommand<EvidenceArgs> = {
       .option("probe-storage", {
         type: "boolean",
         default: false,
-        describe: "Run ckpt doctor storage's probe on the run's volume (writes and removes one file there)",
+        describe: "Run ckpt doctor volume's probe on the run's volume (writes and removes one file there)",
       })
       .option("max-entries", {
         type: "number",

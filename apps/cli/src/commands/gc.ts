@@ -55,7 +55,8 @@ export const gcCommand: CkptCommand<GcArgs> = {
         .positional("target", {
           type: "string",
           demandOption: true,
-          describe: "A directory (a file:// store, a fetch --dst, a run), file:///dir, or s3://bucket/prefix",
+          describe:
+            "A directory (a file:// store, a fetch --stage-dir, a run), file:///dir, or s3://bucket/prefix",
         })
         .option("apply", {
           type: "boolean",

@@ -7,7 +7,7 @@ import { lockWaitOption, parseLockWait } from "./lock-wait.js";
 import type { CkptCommand } from "./registry.js";
 
 interface MaterializeArgs {
-  "ckpt-dir"?: string;
+  "artifact-dir"?: string;
   "artifact-uri"?: string;
   base: string;
   out: string;
@@ -69,10 +69,10 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
   builder: (yargs) =>
     withCredentialsOption(
       yargs
-        .option("ckpt-dir", {
+        .option("artifact-dir", {
           type: "string",
-          // The name artifact publish and verify give the same directory.
-          alias: "artifact-dir",
+          // Its earlier name; artifact commit, publish and verify call the directory --artifact-dir.
+          alias: "ckpt-dir",
           describe: "A committed checkpoint_artifacts/iter_* directory holding a consolidated model.pt",
         })
         .option("artifact-uri", {
@@ -136,7 +136,7 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
         })
         .option("lock-wait-seconds", lockWaitOption("materializer"))
         .example(
-          "ckpt materialize-hf --ckpt-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300",
+          "ckpt materialize-hf --artifact-dir run/20260901120000/checkpoint_artifacts/iter_000000300 --base /models/qwen3-vl-8b --out /teachers/run-a-300",
           "build the teacher directory (skips when it is already there for the same source and base)",
         )
         .example(
@@ -150,10 +150,10 @@ export const materializeHfCommand: CkptCommand<MaterializeArgs> = {
     ),
   abortCode: "MATERIALIZE_ABORTED",
   async run(args, io, { signal, leaves }) {
-    const local = args["ckpt-dir"];
+    const local = args["artifact-dir"];
     const uri = args["artifact-uri"];
     if ((local === undefined) === (uri === undefined)) {
-      throw new UsageError("name the source with exactly one of --ckpt-dir or --artifact-uri.");
+      throw new UsageError("name the source with exactly one of --artifact-dir or --artifact-uri.");
     }
     const lockWaitSeconds = parseLockWait(args["lock-wait-seconds"]);
     const { dryRunMaterializeHf, materializeHfIter } = await import("@ckpt/hf-conversion");

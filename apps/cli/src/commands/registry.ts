@@ -16,6 +16,8 @@ interface CommandContext {
  */
 export interface CkptCommand<A = Record<string, unknown>> {
   readonly command: string;
+  /** Earlier names that still run this command, shown in its help (one vocabulary: docs/cli.md). */
+  readonly aliases?: readonly string[];
   readonly describe: string;
   readonly builder: (yargs: Argv) => Argv;
   /**

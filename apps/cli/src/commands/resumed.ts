@@ -3,7 +3,7 @@ import { UsageError } from "../errors.js";
 import type { CkptCommand } from "./registry.js";
 
 interface ResumedArgs {
-  attempt: string;
+  attemptDir: string;
   "reported-step": number;
   "started-at"?: string;
 }
@@ -14,7 +14,9 @@ export const resumedCommand: CkptCommand<ResumedArgs> = {
     "Did the job come back where it should? Its reported step against the newest complete checkpoint at its start; exit 1 when behind (step 0) or ahead",
   builder: (yargs) =>
     yargs
-      .option("attempt", {
+      .option("attempt-dir", {
+        // Its earlier name; run status and evidence take the same directory.
+        alias: "attempt",
         type: "string",
         demandOption: true,
         describe: "The run attempt directory <root>/<project>/<group>/<name>/<RUN_TS>",
@@ -29,7 +31,7 @@ export const resumedCommand: CkptCommand<ResumedArgs> = {
         describe: "When the job started (ISO 8601); checkpoints committed later do not count (default: now)",
       })
       .example(
-        "ckpt resumed --attempt out/p/g/run/20260901120000 --reported-step 0 --started-at 2026-09-02T08:00:00Z",
+        "ckpt resumed --attempt-dir out/p/g/run/20260901120000 --reported-step 0 --started-at 2026-09-02T08:00:00Z",
         "came back at step 0 although a checkpoint was complete: exit 1, one sentence",
       ),
   async run(args) {
@@ -41,9 +43,9 @@ export const resumedCommand: CkptCommand<ResumedArgs> = {
       throw new UsageError(
         `--started-at ${args["started-at"]}: expected an ISO 8601 time (2026-09-02T08:00:00Z)`,
       );
-    await requireAttemptDir(args.attempt);
+    await requireAttemptDir(args.attemptDir);
     const { checkResumed } = await import("@ckpt/evidence");
-    const report = await checkResumed(args.attempt, step, startedAt === undefined ? {} : { startedAt });
+    const report = await checkResumed(args.attemptDir, step, startedAt === undefined ? {} : { startedAt });
     return { exitCode: report.ok ? 0 : 1, report, human: report.sentence };
   },
 };

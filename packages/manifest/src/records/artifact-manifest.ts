@@ -20,6 +20,17 @@ export const ARTIFACT_MANIFEST_VERSION = "posttrain.checkpoint-artifact.v1";
 export const LOGICAL_COMPONENTS = ["model", "optimizer", "training_state"] as const;
 export type LogicalComponent = (typeof LOGICAL_COMPONENTS)[number];
 
+/**
+ * Other names a user may type for a logical component: `optim`, the optimizer's file and physical
+ * component name. Records always hold the logical names.
+ */
+const LOGICAL_COMPONENT_ALIASES: ReadonlyMap<string, LogicalComponent> = new Map([["optim", "optimizer"]]);
+
+/** The logical component a typed name stands for (`optim` → `optimizer`); any other name unchanged, for the caller to check. */
+export function logicalComponentName(name: string): string {
+  return LOGICAL_COMPONENT_ALIASES.get(name) ?? name;
+}
+
 /** Physical component names in canonical order, and the logical component each belongs to. */
 export const PHYSICAL_COMPONENTS = ["model", "optim", "old", "ref", "trainer", "data"] as const;
 export type PhysicalComponentName = (typeof PHYSICAL_COMPONENTS)[number];

@@ -72,7 +72,7 @@ export async function conditionalCreate(
   throw new ObjectStoreError(
     "STORE_PRECONDITION_UNCONFIRMED",
     `create ${subject}: the endpoint answered 412 Precondition Failed but a HEAD finds no object. ` +
-      "A 412 alone does not prove the object exists; retry, and qualify the endpoint with `ckpt doctor store`.",
+      "A 412 alone does not prove the object exists; retry, and qualify the endpoint with `ckpt doctor object-store`.",
     { kind: "transient", subject },
   );
 }

@@ -1,4 +1,4 @@
-import { LOGICAL_COMPONENTS, type LogicalComponent } from "@ckpt/manifest";
+import { LOGICAL_COMPONENTS, type LogicalComponent, logicalComponentName } from "@ckpt/manifest";
 import { RetentionError } from "../errors.js";
 
 /** Bytes per element of the weights' dtype. */
@@ -145,7 +145,7 @@ export function estimateFootprint(input: FootprintInput): FootprintEstimate {
   const dtype = input.dtype ?? "bf16";
   const optimizer = input.optimizer ?? "adamw";
   const stateDtype = input.stateDtype ?? "fp32";
-  const components = input.components ?? LOGICAL_COMPONENTS;
+  const components = (input.components ?? LOGICAL_COMPONENTS).map(logicalComponentName);
   if (!Number.isSafeInteger(input.params) || input.params < 1 || input.params > MAX_PARAMS) {
     throw bad(`params ${String(input.params)} is not a whole number from 1 to 1e15.`);
   }

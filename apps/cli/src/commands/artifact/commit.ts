@@ -5,23 +5,23 @@ import { formatBytes } from "../../render.js";
 import type { CkptCommand } from "../registry.js";
 
 interface CommitArgs {
-  dir: string;
+  artifactDir?: string;
   iteration?: number;
   format: CheckpointFormat;
   components?: string;
 }
 
 export const commitCommand: CkptCommand<CommitArgs> = {
-  command: "commit <dir>",
+  // The directory as a positional or as --artifact-dir, the name publish and verify give it.
+  command: "commit [artifact-dir]",
   interruptLeaves:
     "the artifact is committed only if its manifest, written last and atomically, is there; run the same command again (a committed artifact is refused as such)",
   describe: "Describe an artifact's written payloads and commit its manifest last",
   builder: (yargs) =>
     yargs
-      .positional("dir", {
+      .positional("artifact-dir", {
         type: "string",
-        demandOption: true,
-        describe: "The checkpoint_artifacts/iter_* directory whose payloads are written",
+        describe: "The checkpoint_artifacts/iter_* directory whose payloads are written (or --artifact-dir)",
       })
       .option("iteration", { type: "number", describe: "Must match the directory name when given" })
       .option("format", {
@@ -31,7 +31,8 @@ export const commitCommand: CkptCommand<CommitArgs> = {
       })
       .option("components", {
         type: "string",
-        describe: "Logical plan, comma-separated: model,optimizer,training_state (default: all three)",
+        describe:
+          "Logical plan, comma-separated: model,optimizer,training_state (default: all three; optim means optimizer)",
       })
       .example(
         "ckpt artifact commit run/20260901120000/checkpoint_artifacts/iter_000000300 --components model",
@@ -42,6 +43,12 @@ export const commitCommand: CkptCommand<CommitArgs> = {
         "commit DCP shards and trainer state, report as JSON",
       ),
   async run(args, io) {
+    const dir = args.artifactDir;
+    if (dir === undefined) {
+      throw new UsageError(
+        "name the artifact directory: ckpt artifact commit <artifact-dir> (or --artifact-dir).",
+      );
+    }
     const { commitArtifactIter } = await import("@ckpt/archive-publisher");
     if (args.iteration !== undefined && (!Number.isSafeInteger(args.iteration) || args.iteration < 0)) {
       throw new UsageError(`--iteration ${args.iteration} is not a non-negative integer.`);
@@ -50,7 +57,7 @@ export const commitCommand: CkptCommand<CommitArgs> = {
     const components = args.components?.split(",").map((c) => c.trim());
     const progress = createProgress(io, "hash", { quiet: args.quiet || args.json });
     const committed = await drainWithProgress(
-      commitArtifactIter(args.dir, {
+      commitArtifactIter(dir, {
         format: args.format,
         ...(args.iteration === undefined ? {} : { iteration: args.iteration }),
         ...(components === undefined ? {} : { components: components as LogicalComponent[] }),
@@ -66,7 +73,7 @@ export const commitCommand: CkptCommand<CommitArgs> = {
     return {
       exitCode: 0,
       report: { ok: true, ...committed },
-      result: args.dir,
+      result: dir,
       human: `committed ${committed.manifestPath}: ${names} (${formatBytes(committed.bytes)})${ignored}`,
     };
   },

@@ -5,7 +5,7 @@ import type { CkptCommand } from "../registry.js";
 
 interface FetchArgs {
   artifactUri: string;
-  dst: string;
+  stageDir: string;
   credentials?: string;
   quiet: boolean;
 }
@@ -13,7 +13,7 @@ interface FetchArgs {
 export const fetchCommand: CkptCommand<FetchArgs> = {
   command: "fetch",
   describe:
-    "Stage an archived artifact under <dst>/iter_*, every file proven by size and sha256; prints the staged path alone on stdout",
+    "Stage an archived artifact under <stage-dir>/iter_*, every file proven by size and sha256; prints the staged path alone on stdout",
   builder: (yargs) =>
     withCredentialsOption(
       yargs
@@ -22,17 +22,20 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
           demandOption: true,
           describe: "The archive: s3://bucket/<...>/checkpoint_artifacts/iter_* (or gs://, file://)",
         })
-        .option("dst", {
+        .option("stage-dir", {
           type: "string",
+          // Its earlier name; materialize-hf stages an archived artifact under --stage-dir too.
+          alias: "dst",
           demandOption: true,
-          describe: "Staging directory; the artifact lands in <dst>/iter_* (resumed when fetched before)",
+          describe:
+            "Staging directory; the artifact lands in <stage-dir>/iter_* (resumed when fetched before)",
         })
         .example(
-          "ckpt artifact fetch --artifact-uri s3://bkt/proj/grp/run/20260901120000/checkpoint_artifacts/iter_000000300 --dst /scratch/stage",
+          "ckpt artifact fetch --artifact-uri s3://bkt/proj/grp/run/20260901120000/checkpoint_artifacts/iter_000000300 --stage-dir /scratch/stage",
           "prints /scratch/stage/iter_000000300 once every file is verified",
         )
         .example(
-          "ckpt artifact fetch --artifact-uri s3://bkt/.../iter_000000300 --dst stage --credentials creds.json --json",
+          "ckpt artifact fetch --artifact-uri s3://bkt/.../iter_000000300 --stage-dir stage --credentials creds.json --json",
           "the same with explicit credentials and a JSON report",
         ),
     ),
@@ -46,10 +49,10 @@ export const fetchCommand: CkptCommand<FetchArgs> = {
     const store = await openStore(args.artifactUri, credentials === undefined ? {} : { credentials });
     const progress = createProgress(io, "fetch", { quiet: args.quiet, files: true });
     leaves(
-      `staged download kept in ${args.dst} (verified files and partial ones are resumed, never re-downloaded); run the same command again to resume`,
+      `staged download kept in ${args.stageDir} (verified files and partial ones are resumed, never re-downloaded); run the same command again to resume`,
     );
     const report = await drainWithProgress(
-      fetchArtifactIter(store, args.dst, { uri: args.artifactUri, signal }),
+      fetchArtifactIter(store, args.stageDir, { uri: args.artifactUri, signal }),
       [progress],
       (event) => {
         if (event.type === "bytes") progress.update(event.doneBytes, event.totalBytes, event.path);
