@@ -2,10 +2,10 @@
 # The whole test suite on a fresh Debian machine, set-up included:
 #   bash tools/test-all.sh
 # Installs pnpm and the Debian packages the tests use (PyTorch for torch.save interop, Ceph's
-# RADOS Gateway as a real S3 server), installs and builds the workspace, lints, type-checks,
-# starts the S3 server on 127.0.0.1, runs every package's tests, stops the server, and ends
-# with one line: `ci: N passed, N failed`. Anything the tests leave in /tmp is named and counts as
-# one failed test.
+# RADOS Gateway as a real S3 server, chromium for `ckpt ui`'s browser tests), installs and builds
+# the workspace, lints, type-checks, starts the S3 server on 127.0.0.1, runs every package's
+# tests, stops the server, and ends with one line: `ci: N passed, N failed`. Anything the tests
+# leave in /tmp is named and counts as one failed test.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -18,7 +18,7 @@ if ! command -v pnpm >/dev/null; then
   log "installing pnpm"
   npm install -g pnpm@10 >&2 || fail_setup "npm install -g pnpm@10"
 fi
-apt_packages=(python3-torch python3-numpy radosgw ceph-mon ceph-osd ceph-common)
+apt_packages=(python3-torch python3-numpy radosgw ceph-mon ceph-osd ceph-common chromium)
 missing=()
 for p in "${apt_packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

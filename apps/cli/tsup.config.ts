@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { cpSync, readFileSync } from "node:fs";
 import { defineConfig } from "tsup";
 import { packageBuild } from "../../tools/build/tsup.base";
 import { troubleshootingEntries } from "../../tools/docs/error-codes.mjs";
@@ -7,6 +7,8 @@ const base = packageBuild({ bin: "src/bin.ts" });
 
 export default defineConfig({
   ...base,
+  // import.meta.url in the CommonJS build too: `ckpt ui` finds its page beside the bundle (src/ui/assets.ts).
+  shims: true,
   define: {
     ...base.define,
     // The code registry `ckpt mcp`'s explain tool answers from (src/mcp/codes.ts), read from the
@@ -14,5 +16,9 @@ export default defineConfig({
     __CKPT_TROUBLESHOOTING__: JSON.stringify(
       troubleshootingEntries(readFileSync("../../docs/troubleshooting.md", "utf8")),
     ),
+  },
+  // `ckpt ui`'s page is plain HTML, CSS and JavaScript: shipped as files in dist/ui/, unbundled.
+  onSuccess: async () => {
+    cpSync("src/ui/static", "dist/ui", { recursive: true });
   },
 });

@@ -7,7 +7,9 @@ type CliErrorCode =
   | "CLI_IS_A_DIRECTORY"
   | "PUBLISH_DESTINATION_CONFLICT"
   | "MCP_PATH_REFUSED"
-  | "MCP_PATH_NOT_FOUND";
+  | "MCP_PATH_NOT_FOUND"
+  | "UI_STOPPED"
+  | "UI_ASSETS_MISSING";
 
 /** A bad command line: exit 2. */
 export class UsageError extends CkptError<CliErrorCode> {
@@ -33,6 +35,14 @@ export class McpPathError extends CkptError<CliErrorCode> {
   override readonly name = "McpPathError";
   constructor(code: "MCP_PATH_REFUSED" | "MCP_PATH_NOT_FOUND", message: string) {
     super(code, message, { kind: "input" });
+  }
+}
+
+/** `ckpt ui` without its page: the installed package lacks the files its build put beside the CLI. */
+export class UiAssetsError extends CkptError<CliErrorCode> {
+  override readonly name = "UiAssetsError";
+  constructor(message: string) {
+    super("UI_ASSETS_MISSING", message, { kind: "failed" });
   }
 }
 

@@ -15,6 +15,7 @@ import { resumableCommand } from "./resumable.js";
 import { resumedCommand } from "./resumed.js";
 import { runGroup } from "./run-status.js";
 import { storeGroup } from "./store/index.js";
+import { uiCommand } from "./ui.js";
 import { verifyCommand } from "./verify.js";
 
 /** Every top-level command, in the order `ckpt --help` lists them. */
@@ -36,4 +37,5 @@ export const commands: readonly CommandEntry[] = [
   resumedCommand,
   drillCommand,
   mcpCommand,
+  uiCommand,
 ];
