@@ -99,7 +99,7 @@ const nameOf = (entry: CommandEntry): string => entry.command.split(" ")[0]!;
  * object-store`), so `help <command>` and suggestions work for both. Stops at the first word that
  * names no command (an argument).
  */
-export function currentCommandNames(
+function currentCommandNames(
   argv: readonly string[],
   entries: readonly CommandEntry[] = commands,
 ): string[] {
