@@ -1,8 +1,19 @@
 // `ckpt resumable`, `ckpt run status`, `ckpt evidence` and `ckpt verify` on the same damaged run
 // attempts (written by the demo trainer through the checkpoint manager): they never disagree, and
-// each names the file. The manager's own resume refuses the same trees with its code.
+// each names the file. The manager's own resume refuses the same trees with its code. Their JSON
+// carries the ckpt.evidence.v2 parts (problems, the attempt and its checkpoints, with `ckpt doctor
+// volume` the volume's tier), each parsing with the schema @ckpt/evidence exports for it.
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import {
+  attemptSchema,
+  type Evidence,
+  type EvidenceAttempt,
+  type EvidenceProblem,
+  evidenceSchema,
+  problemSchema,
+  storageSchema,
+} from "@ckpt/evidence";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import { train } from "../src/demo/train.js";
@@ -67,6 +78,42 @@ describe("the operator commands and resume agree on a damaged checkpoint", () =>
       expect(verdicts.resumable.text).toContain(refusal);
       expect(verdicts.status.text).toContain(refusal);
       expect(verdicts.evidence.text).toContain(refusal);
+
+      // The v2 parts: every command's problems are of the closed set and hold an error; status's
+      // attempt is the evidence bundle's, and both say the damaged checkpoint is not resumable.
+      const { ok: _ok, ...bundle } = JSON.parse(verdicts.evidence.text) as Evidence & { ok: boolean };
+      expect(evidenceSchema.parse(bundle)).toEqual(bundle);
+      const status = JSON.parse(verdicts.status.text) as {
+        attempt: EvidenceAttempt;
+        problems: EvidenceProblem[];
+      };
+      expect(attemptSchema.parse(status.attempt)).toEqual(bundle.attempts[0]);
+      expect(status.attempt.checkpoints[0]).toMatchObject({ iteration: 10, resume: { resumable: false } });
+      const problems = {
+        verify: (JSON.parse(verdicts.verify.text) as { evidence_problems: EvidenceProblem[] })
+          .evidence_problems,
+        resumable: (JSON.parse(verdicts.resumable.text) as { evidence_problems: EvidenceProblem[] })
+          .evidence_problems,
+        status: status.problems,
+        evidence: bundle.problems,
+      };
+      for (const [command, list] of Object.entries(problems)) {
+        for (const p of list) expect(problemSchema.parse(p), command).toEqual(p);
+        expect(
+          list.some((p) => p.severity === "error"),
+          command,
+        ).toBe(true);
+      }
+      expect(problems.verify.map((p) => p.cause)).toContain(named[0]);
+      expect(problems.resumable).toMatchObject([{ cause: refusal, severity: "error" }]);
+      // doctor volume judges the volume the bundle classified.
+      const doctor = await json(["doctor", "volume", run.attemptDir]);
+      const storage = storageSchema.parse(JSON.parse(doctor.text).storage);
+      expect(storage).toMatchObject({
+        tier: bundle.storage?.tier,
+        filesystem: bundle.storage?.filesystem,
+        probed: true,
+      });
       await expect(train({ ...common, steps: 20 })).rejects.toMatchObject({ code: refusal });
     }, 120_000);
   }

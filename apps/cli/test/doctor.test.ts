@@ -5,11 +5,11 @@ import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 
-describe("ckpt doctor store", () => {
+describe("ckpt doctor object-store", () => {
   it("qualifies a file:// store: exit 0 and a JSON report of every check", async () => {
     const dir = await testdir();
     const c = captureIo();
-    expect(await runCli(["doctor", "store", `file://${dir}/archive`, "--json"], c.io)).toBe(0);
+    expect(await runCli(["doctor", "object-store", `file://${dir}/archive`, "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
     expect(report).toMatchObject({
       ok: true,
@@ -30,7 +30,7 @@ describe("ckpt doctor store", () => {
 
   it("prints a table of checks and the verdict for humans", async () => {
     const c = captureIo();
-    expect(await runCli(["doctor", "store", "memory://doctor-human/p"], c.io)).toBe(0);
+    expect(await runCli(["doctor", "object-store", "memory://doctor-human/p"], c.io)).toBe(0);
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toBe("memory://doctor-human/p (endpoint doctor-human, bucket doctor-human, prefix p)");
     expect(lines[2]).toMatch(/^check\s+result\s+kind\s+time\s+detail$/);
@@ -42,17 +42,17 @@ describe("ckpt doctor store", () => {
     const dir = await testdir();
     await writeFile(join(dir, "not-a-dir"), "x");
     const c = captureIo();
-    expect(await runCli(["doctor", "store", `file://${dir}/not-a-dir/archive`], c.io)).toBe(1);
+    expect(await runCli(["doctor", "object-store", `file://${dir}/not-a-dir/archive`], c.io)).toBe(1);
     expect(c.out()).toContain("FAIL");
     expect(c.out()).toMatch(/NOT qualified \(conditional-create, sha256-metadata, .*\)/);
   });
 
   it("exits 2 for a bad URI, naming it, in JSON and on stderr", async () => {
     const json = captureIo();
-    expect(await runCli(["doctor", "store", "file://relative/dir", "--json"], json.io)).toBe(2);
+    expect(await runCli(["doctor", "object-store", "file://relative/dir", "--json"], json.io)).toBe(2);
     expect(JSON.parse(json.out())).toMatchObject({ ok: false, error: { code: "STORE_BAD_URI" } });
     const human = captureIo();
-    expect(await runCli(["doctor", "store", "s3://user:hunter2pass@bucket/p"], human.io)).toBe(2);
+    expect(await runCli(["doctor", "object-store", "s3://user:hunter2pass@bucket/p"], human.io)).toBe(2);
     expect(human.err()).toContain("credentials do not belong in a URI");
     expect(human.err()).not.toContain("hunter2pass");
   });
@@ -62,7 +62,9 @@ describe("ckpt doctor store", () => {
     const path = join(dir, "creds.secret");
     await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
     const c = captureIo();
-    expect(await runCli(["doctor", "store", "s3://bucket/p", "--credentials", path, "--json"], c.io)).toBe(2);
+    expect(
+      await runCli(["doctor", "object-store", "s3://bucket/p", "--credentials", path, "--json"], c.io),
+    ).toBe(2);
     const out = JSON.parse(c.out());
     expect(out.error).toMatchObject({
       code: "STORE_BAD_CREDENTIALS",
@@ -75,10 +77,10 @@ describe("ckpt doctor store", () => {
     expect(await runCli(["doctor", "disk", "file:///tmp/x"], captureIo().io)).toBe(2);
     const group = captureIo();
     expect(await runCli(["doctor", "--help"], group.io)).toBe(0);
-    expect(group.out()).toMatch(/ckpt doctor store <uri>[\s\S]*ckpt doctor storage <dir>/);
+    expect(group.out()).toMatch(/ckpt doctor object-store <uri>[\s\S]*ckpt doctor volume <dir>/);
     const help = captureIo();
-    expect(await runCli(["doctor", "store", "--help"], help.io)).toBe(0);
-    expect(help.out()).toContain("ckpt doctor store s3://ckpt-archive/runs --credentials");
+    expect(await runCli(["doctor", "object-store", "--help"], help.io)).toBe(0);
+    expect(help.out()).toContain("ckpt doctor object-store s3://ckpt-archive/runs");
     expect(help.out()).toContain("--credentials");
   });
 
@@ -87,16 +89,16 @@ describe("ckpt doctor store", () => {
     const path = join(dir, "creds.secret");
     await writeFile(path, '{"aws_secret_access_key": "topsecretvalue",');
     const c = captureIo({ env: { HOME: dir, CKPT_CREDENTIALS: path } });
-    expect(await runCli(["doctor", "store", "s3://bucket/p", "--json"], c.io)).toBe(2);
+    expect(await runCli(["doctor", "object-store", "s3://bucket/p", "--json"], c.io)).toBe(2);
     expect(JSON.parse(c.out()).error).toMatchObject({ code: "STORE_BAD_CREDENTIALS" });
   });
 });
 
-describe("ckpt doctor storage", () => {
+describe("ckpt doctor volume", () => {
   it("probes a local directory: every step ok, the tier and its promise, exit 0; --expect shared fails it", async () => {
     const dir = await testdir();
     const c = captureIo();
-    expect(await runCli(["doctor", "storage", dir, "--json"], c.io)).toBe(0);
+    expect(await runCli(["doctor", "volume", dir, "--json"], c.io)).toBe(0);
     const report = JSON.parse(c.out());
     expect(report).toMatchObject({
       ok: true,
@@ -115,7 +117,7 @@ describe("ckpt doctor storage", () => {
       "cleanup",
     ]);
     const shared = captureIo();
-    expect(await runCli(["doctor", "storage", dir, "--expect", "shared"], shared.io)).toBe(1);
+    expect(await runCli(["doctor", "volume", dir, "--expect", "shared"], shared.io)).toBe(1);
     expect(shared.out()).toMatch(
       /NOT sound:\n {2}- \S+ is local: other nodes cannot read what is written here/,
     );
@@ -124,7 +126,7 @@ describe("ckpt doctor storage", () => {
   it("prints the volume, one row per step and the promise for humans", async () => {
     const dir = await testdir();
     const c = captureIo();
-    expect(await runCli(["doctor", "storage", dir], c.io)).toBe(0);
+    expect(await runCli(["doctor", "volume", dir], c.io)).toBe(0);
     const lines = c.out().trimEnd().split("\n");
     expect(lines[0]).toMatch(new RegExp(`^${dir}: \\S+ mounted at /\\S* from \\S+ \\(mountinfo\\)$`));
     expect(lines[2]).toMatch(/^step\s+result\s+time\s+detail$/);
@@ -135,7 +137,7 @@ describe("ckpt doctor storage", () => {
   it("a real tmpfs is volatile: not sound (exit 1), and no power-cut promise is printed", async () => {
     const disk = await smallDisk(4 * 1024 * 1024);
     const c = captureIo();
-    expect(await runCli(["doctor", "storage", disk], c.io)).toBe(1);
+    expect(await runCli(["doctor", "volume", disk], c.io)).toBe(1);
     expect(c.out()).toMatch(/^volatile: held in memory: .*not a power cut/m);
     expect(c.out()).not.toMatch(/power cut once fsync returns/);
     expect(c.out()).toMatch(/NOT sound:\n {2}- tmpfs is volatile: /);
@@ -143,10 +145,10 @@ describe("ckpt doctor storage", () => {
 
   it("a volume nothing can be written to fails with the step named (exit 1); a missing directory is exit 2", async () => {
     const c = captureIo();
-    expect(await runCli(["doctor", "storage", "/proc"], c.io)).toBe(1);
+    expect(await runCli(["doctor", "volume", "/proc"], c.io)).toBe(1);
     expect(c.out()).toMatch(/^write\s+FAIL/m);
     const missing = captureIo();
-    expect(await runCli(["doctor", "storage", "/nonexistent/ckpt", "--json"], missing.io)).toBe(2);
+    expect(await runCli(["doctor", "volume", "/nonexistent/ckpt", "--json"], missing.io)).toBe(2);
     expect(JSON.parse(missing.out()).error.code).toBe("STORAGE_PROBE_NOT_A_DIRECTORY");
   });
 });

@@ -5,7 +5,7 @@
 // every directory listing and the whole collection are bounded.
 import { lstat, opendir, stat } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { describeVolume, probeStorage, storageVerdict } from "@ckpt/diagnostics";
+import { describeVolume, probeStorage, type StorageProbeReport, storageVerdict } from "@ckpt/diagnostics";
 import { messageOf } from "@ckpt/errors";
 import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, isRunTs, parseRunTs } from "@ckpt/manifest";
 import {
@@ -36,7 +36,7 @@ export interface BuildEvidenceOptions {
   readonly maxEntries?: number;
   /** The whole collection's bound; past it the bundle is returned with `TIMED_OUT` (default 30 s). */
   readonly timeoutMs?: number;
-  /** Run `ckpt doctor storage`'s write/sync/rename/read-back probe on the run's volume (it writes a file there; default: classify the volume only). */
+  /** Run `ckpt doctor volume`'s write/sync/rename/read-back probe on the run's volume (it writes a file there; default: classify the volume only). */
   readonly probeStorage?: boolean;
   /** Verify (as `ckpt verify` does) each attempt's resume checkpoint and newest artifact (`newest`), every one (`all`) or none (default). */
   readonly verify?: "none" | "newest" | "all";
@@ -57,6 +57,33 @@ export function problem(
   cause: string | null = null,
 ): EvidenceProblem {
   return { code, severity: PROBLEMS[code].severity, subject, message, cause, remedy: PROBLEMS[code].remedy };
+}
+
+/** A problem a library reported with its own code (`VERIFY_DIGEST_MISMATCH`, ...): mapped onto the closed set, the code kept as the cause. Pure. */
+export function libraryProblem(code: string, subject: string, message: string): EvidenceProblem {
+  return problem(problemCodeOf(code), subject, message, code);
+}
+
+/**
+ * The bundle's storage entry of a volume (a `ckpt doctor volume` report, or the volume's
+ * description when the probe did not run: `probed: false`) with the verdict on it. Pure.
+ */
+export function storageEntry(
+  dir: string,
+  volume: Pick<StorageProbeReport, "tier" | "filesystem" | "known" | "promise">,
+  probed: boolean,
+  verdict: { readonly ok: boolean; readonly reasons: readonly string[] },
+): EvidenceStorage {
+  return {
+    dir,
+    tier: volume.tier,
+    filesystem: volume.filesystem.type,
+    known: volume.known,
+    promise: volume.promise,
+    probed,
+    ok: verdict.ok,
+    reasons: [...verdict.reasons],
+  };
 }
 
 /** A bundle's verdict: no problem of error severity (warnings and notes do not fail it). Pure. */
@@ -206,8 +233,7 @@ async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> 
   const at = new Date().toISOString();
   const report = await budget.step(dir, () => verifyPath(dir, { signal: budget.signal }));
   if (report === undefined) return null;
-  for (const p of report.problems)
-    budget.problems.push(problem(problemCodeOf(p.code), p.path, p.message, p.code));
+  for (const p of report.problems) budget.problems.push(libraryProblem(p.code, p.path, p.message));
   return { ok: report.ok, at, problems: report.problems.map((p) => p.code) };
 }
 
@@ -345,30 +371,11 @@ async function attemptEvidence(
 async function storageEvidence(budget: Budget, dir: string, probe: boolean): Promise<EvidenceStorage | null> {
   if (probe) {
     const report = await budget.step(dir, () => probeStorage(dir));
-    if (report === undefined) return null;
-    const verdict = storageVerdict(report);
-    return {
-      dir,
-      tier: report.tier,
-      filesystem: report.filesystem.type,
-      known: report.known,
-      promise: report.promise,
-      probed: true,
-      ...verdict,
-    };
+    return report === undefined ? null : storageEntry(dir, report, true, storageVerdict(report));
   }
   const volume = await budget.step(dir, () => describeVolume(dir));
   if (volume === undefined) return null;
-  const verdict = storageVerdict({ ...volume, probeOk: true, steps: [] });
-  return {
-    dir,
-    tier: volume.tier,
-    filesystem: volume.filesystem.type,
-    known: volume.known,
-    promise: volume.promise,
-    probed: false,
-    ...verdict,
-  };
+  return storageEntry(dir, volume, false, storageVerdict({ ...volume, probeOk: true, steps: [] }));
 }
 
 /**

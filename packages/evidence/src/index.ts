@@ -36,8 +36,10 @@ export {
 export {
   type BuildEvidenceOptions,
   buildEvidence,
+  libraryProblem,
   problem,
   problemFromError,
+  storageEntry,
   withoutErrors,
 } from "./build.js";
 

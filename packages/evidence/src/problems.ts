@@ -135,14 +135,14 @@ export const PROBLEMS: Readonly<Record<ProblemCode, ProblemDefinition>> = {
   STORE_UNREACHABLE: {
     severity: "error",
     meaning: "The object store refused or failed the request (credentials, access, network, capabilities).",
-    remedy: "Check the credentials and endpoint with `ckpt doctor store <uri>`.",
+    remedy: "Check the credentials and endpoint with `ckpt doctor object-store <uri>`.",
   },
   UNSAFE_STORAGE: {
     severity: "warning",
     meaning:
       "The volume holding the run is shared-unsafe, or the storage probe failed a step: a commit may not survive as written.",
     remedy:
-      "Write primary checkpoints to a local or shared-safe volume (`ckpt doctor storage <dir>`), or publish each save to an object store.",
+      "Write primary checkpoints to a local or shared-safe volume (`ckpt doctor volume <dir>`), or publish each save to an object store.",
   },
   HELD_BY_ANOTHER_WRITER: {
     severity: "warning",

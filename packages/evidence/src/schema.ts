@@ -133,14 +133,14 @@ export const attemptSchema = z.strictObject({
 
 export const storageSchema = z.strictObject({
   dir: z.string(),
-  /** The tier the volume's filesystem type implies (`ckpt doctor storage`). */
+  /** The tier the volume's filesystem type implies (`ckpt doctor volume`). */
   tier: z.enum(["local", "volatile", "shared-safe", "shared-unsafe"]),
   filesystem: z.string(),
   known: z.boolean(),
   promise: z.string(),
   /** The write/sync/rename/read-back probe ran (it writes a file, so only on request). */
   probed: z.boolean(),
-  /** The `doctor storage` verdict; with `probed: false` it judges the tier only. */
+  /** The `doctor volume` verdict; with `probed: false` it judges the tier only. */
   ok: z.boolean(),
   reasons: z.array(z.string()),
 });

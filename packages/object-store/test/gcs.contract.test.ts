@@ -3,7 +3,7 @@ import { describeStoreContract } from "./contract.js";
 import { startFakeGcsServer } from "./helpers/fake-gcs-server.js";
 
 // The shared contract against the loopback fake of the GCS JSON API. It proves the backend's
-// translation to and from the JSON API; a real bucket is qualified by `ckpt doctor store gs://…`.
+// translation to and from the JSON API; a real bucket is qualified by `ckpt doctor object-store gs://…`.
 describeStoreContract("gcs (fake JSON API)", async () => {
   const fake = await startFakeGcsServer();
   return {

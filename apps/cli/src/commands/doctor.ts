@@ -127,12 +127,17 @@ const doctorStorageCommand: CkptCommand<StorageArgs> = {
         "multi-node training: a local volume fails too; report as JSON",
       ),
   async run(args, io) {
-    const { probeStorage, storageVerdict } = await import("@ckpt/diagnostics");
+    const [{ probeStorage, storageVerdict }, { storageEntry }] = await Promise.all([
+      import("@ckpt/diagnostics"),
+      import("@ckpt/evidence"),
+    ]);
     const report = await probeStorage(args.dir);
     const verdict = storageVerdict(report, args.expect);
+    // `storage`: the verdict as the ckpt.evidence.v2 bundle carries a volume's tier.
+    const storage = storageEntry(report.dir, report, true, verdict);
     return {
       exitCode: verdict.ok ? 0 : 1,
-      report: { ok: verdict.ok, ...report, expect: args.expect, reasons: verdict.reasons },
+      report: { ok: verdict.ok, ...report, expect: args.expect, reasons: verdict.reasons, storage },
       human: renderStorageProbe(report, verdict, io),
     };
   },

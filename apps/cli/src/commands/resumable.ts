@@ -57,8 +57,18 @@ export const resumableCommand: CkptCommand<ResumableArgs> = {
       () => false,
     );
     if (!exists) throw new UsageError(`${path} does not exist; pass a checkpoints/iter_* directory`);
-    const { checkResumable } = await import("@ckpt/trainer-checkpoint-manager");
+    const [{ checkResumable }, { libraryProblem }] = await Promise.all([
+      import("@ckpt/trainer-checkpoint-manager"),
+      import("@ckpt/evidence"),
+    ]);
     const report = await checkResumable(path, pin);
-    return { exitCode: report.resumable ? 0 : 1, report, human: renderResumable(report) };
+    // `evidence_problems`: the refusal in the ckpt.evidence.v2 closed set (its code kept as `cause`).
+    const evidenceProblems =
+      report.code === null ? [] : [libraryProblem(report.code, report.path, report.reason)];
+    return {
+      exitCode: report.resumable ? 0 : 1,
+      report: { ...report, evidence_problems: evidenceProblems },
+      human: renderResumable(report),
+    };
   },
 };

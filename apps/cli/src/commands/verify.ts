@@ -102,6 +102,13 @@ export const verifyCommand: CkptCommand<VerifyArgs> = {
     } finally {
       progress.finish();
     }
-    return { exitCode: report.ok ? 0 : 1, report, human: renderVerifyReport(report, io) };
+    const { libraryProblem } = await import("@ckpt/evidence");
+    // `evidence_problems`: the same problems in the ckpt.evidence.v2 closed set (the code kept as `cause`).
+    const evidenceProblems = report.problems.map((p) => libraryProblem(p.code, p.path, p.message));
+    return {
+      exitCode: report.ok ? 0 : 1,
+      report: { ...report, evidence_problems: evidenceProblems },
+      human: renderVerifyReport(report, io),
+    };
   },
 };

@@ -46,7 +46,7 @@ export async function verifyTarget(
 }
 
 /**
- * The volume holding `dir` and `ckpt doctor storage`'s verdict on its tier, without the write
+ * The volume holding `dir` and `ckpt doctor volume`'s verdict on its tier, without the write
  * probe (the server writes nothing): `probed: false` says the commit sequence itself was not run.
  */
 export async function volumeVerdict(

@@ -237,7 +237,7 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
     {
       title: "Storage tier of a volume",
       description:
-        "The filesystem holding a directory and ckpt doctor storage's verdict on its tier (local, shared-safe, shared-unsafe), read from the mount table; the write probe of `ckpt doctor storage` is not run (probed: false).",
+        "The filesystem holding a directory and ckpt doctor volume's verdict on its tier (local, shared-safe, shared-unsafe), read from the mount table; the write probe of `ckpt doctor volume` is not run (probed: false).",
       inputSchema: {
         path: z.string().optional().describe(`A directory (default: the root). ${PATH_NOTE}`),
         expect: z
