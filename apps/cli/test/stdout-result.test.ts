@@ -35,8 +35,11 @@ const REPORTERS = [
   "drill",
   "resumed",
 ];
-/** Commands whose stdout is a protocol (`ckpt mcp` speaks MCP over stdio; --print-config is its report). */
-const SERVERS = ["mcp"];
+/**
+ * Commands that serve until stopped: `ckpt mcp` speaks MCP over stdio (--print-config is its
+ * report); `ckpt ui`'s stdout is its URL line (test/ui.test.ts checks it).
+ */
+const SERVERS = ["mcp", "ui"];
 
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 
