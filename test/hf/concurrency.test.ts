@@ -56,7 +56,7 @@ describe("two materializers on one --out", () => {
     const reports = results.map(report);
     expect(reports.map((r) => r.action).sort()).toEqual(["built", "skipped"]);
     const skipped = reports.find((r) => r.action === "skipped")!;
-    expect(skipped.lockWaitedFor).toMatch(/^pid \d+ on host .+, holding it since /);
+    expect(skipped.lock_waited_for).toMatch(/^pid \d+ on host .+, holding it since /);
   }, 120_000);
 
   it("a differing request waits for the build, then is refused on its marker", async () => {

@@ -39,19 +39,21 @@ async function ckpt(args: readonly string[]): Promise<{ code: number; report: Re
 /** `<code> <path>` of a probe's problem line (`<code> <path>: <message>`). */
 const head = (line: string | undefined): string | null => (line === undefined ? null : line.split(":")[0]!);
 
+/** The parts of a `ckpt.evidence.v2` attempt this test reads. */
+interface EvidenceAttemptJson {
+  checkpoints: Array<{ retention: { latest: boolean }; resume: { findings: string[] } }>;
+}
+
 async function verdicts(attemptDir: string): Promise<Record<string, Verdict>> {
   const iterDir = join(attemptDir, ITER);
   const verify = await ckpt(["verify", iterDir]);
   const problems = verify.report.problems as Array<{ code: string; path: string }>;
   const resumable = await ckpt(["resumable", iterDir]);
   const status = await ckpt(["run", "status", attemptDir]);
-  const latest = (status.report.checkpoints as Array<{ latest: boolean; problems: string[] }>).find(
-    (c) => c.latest,
-  );
+  // run status is the attempt's entry of the evidence bundle: the same checkpoint, read apart.
+  const latest = (status.report.attempt as EvidenceAttemptJson).checkpoints.find((c) => c.retention.latest);
   const evidence = await ckpt(["evidence", attemptDir]);
-  const [attempt] = evidence.report.attempts as Array<{
-    checkpoints: Array<{ retention: { latest: boolean }; resume: { findings: string[] } }>;
-  }>;
+  const [attempt] = evidence.report.attempts as EvidenceAttemptJson[];
   const newest = attempt!.checkpoints.find((c) => c.retention.latest)!;
   return {
     verify: {
@@ -59,7 +61,7 @@ async function verdicts(attemptDir: string): Promise<Record<string, Verdict>> {
       first: problems[0] === undefined ? null : `${problems[0].code} ${problems[0].path}`,
     },
     resumable: { ok: resumable.code === 0, first: head((resumable.report.problems as string[])[0]) },
-    "run status": { ok: status.code === 0, first: head(latest?.problems[0]) },
+    "run status": { ok: status.code === 0, first: head(latest?.resume.findings[0]) },
     evidence: {
       ok: evidence.code === 0,
       first: head(newest.resume.findings[0]),

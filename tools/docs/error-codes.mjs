@@ -146,7 +146,8 @@ function codeUse(checker, literal) {
     return bindsCode(checker, parent, at) && "raised";
   }
   if ((ts.isPropertyAssignment(parent) || ts.isPropertyDeclaration(parent)) && parent.initializer === at) {
-    if (parent.name.getText() === "code") return "raised";
+    // `code: "X"`, or a command's `abortCode: "UI_STOPPED"`, which the CLI raises on a signal.
+    if (isCodeLike(parent.name.getText())) return "raised";
     // A value of a code table: `const JSON_CODE_MAP = { JSON_TOO_DEEP: "SAFETENSORS_HEADER_TOO_DEEP" }`.
     const table = usage(parent.parent).parent;
     return (
