@@ -55,7 +55,7 @@ describe("fingerprintDirectory", () => {
       schema: "ckpt.fingerprint.v1",
       mode: "full",
       size: 5063,
-      hashedBytes: 5063,
+      hashed_bytes: 5063,
     });
   });
 
