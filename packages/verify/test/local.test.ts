@@ -282,7 +282,7 @@ describe("verifyCheckpointDir", () => {
     });
     await writeFile(join(dir, ".uploaded"), receipt);
     const report = await verifyCheckpointDir(dir);
-    expect(report).toMatchObject({ ok: true, released: ["optim.pt"], size_only: ["model.pt"] });
+    expect(report).toMatchObject({ ok: true, released: ["optim.pt"], sizeOnly: ["model.pt"] });
     await writeFile(join(dir, "trainer.pt"), torchBytesSameSize(trainer));
     expect(codes(await verifyCheckpointDir(dir))).toEqual(["VERIFY_DIGEST_MISMATCH trainer.pt"]);
   });
