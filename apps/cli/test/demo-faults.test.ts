@@ -56,14 +56,14 @@ describe("ckpt demo --fault", () => {
     );
     expect(report.resume?.decision).toMatchObject({ kind: "checkpoint", iteration: 40 });
     expect(report.resume?.load).toEqual({ ok: true });
-    expect(report.resume?.continuedTo).toBe(80);
+    expect(report.resume?.continued_to).toBe(80);
     expect(code).toBe(0);
   }, 120_000);
 
   it("clean: nothing injected; resume continues from 60", async () => {
     const { code, report } = await demo(["--dir", join(scratch, "clean"), "--fault", "clean"]);
     expect(report.resume?.decision).toMatchObject({ kind: "checkpoint", iteration: 60 });
-    expect(report.resume?.continuedTo).toBe(80);
+    expect(report.resume?.continued_to).toBe(80);
     expect(code).toBe(0);
 
     // The --json report's shape (schema ckpt.demo-report.v1).
@@ -86,7 +86,7 @@ describe("ckpt demo --fault", () => {
   it("short: model.pt cut in half; the manager refuses to resume from an incomplete checkpoint", async () => {
     const { report } = await demo(["--dir", join(scratch, "short"), "--fault", "short"]);
     expect(report.resume?.fault).toMatchObject({ mode: "short" });
-    expect(report.resume?.fault.sizeAfter).toBeLessThan(report.resume!.fault.sizeBefore!);
+    expect(report.resume?.fault.size_after).toBeLessThan(report.resume!.fault.size_before!);
     expect(report.resume?.decision).toMatchObject({ kind: "refused", code: "MANAGER_RESUME_INCOMPLETE" });
     expect(report.resume?.decision.reason).toContain("model.pt");
   }, 120_000);
@@ -94,7 +94,7 @@ describe("ckpt demo --fault", () => {
   it("torn: optim.pt half zeroed at the same size; resume hashes it against its description and refuses before loading", async () => {
     const { report } = await demo(["--dir", join(scratch, "torn"), "--fault", "torn"]);
     expect(report.resume?.fault).toMatchObject({ mode: "torn" });
-    expect(report.resume?.fault.sizeAfter).toBe(report.resume!.fault.sizeBefore);
+    expect(report.resume?.fault.size_after).toBe(report.resume!.fault.size_before);
     expect(report.resume?.decision).toMatchObject({
       kind: "refused",
       code: "MANAGER_RESUME_IDENTITY_MISMATCH",

@@ -93,7 +93,7 @@ describe("ckpt demo's human report", () => {
             reason: `resume=auto: latest complete checkpoint of ${DIR}/${RUN} (iter 40)`,
           },
           load: { ok: true },
-          continuedTo: 80,
+          continued_to: 80,
         },
         `resumed from iteration 40; saved 60, 80; ${retentionSummary(["iter_000000020/optim.pt", "iter_000000020", "iter_000000040/optim.pt"])}`,
       ),

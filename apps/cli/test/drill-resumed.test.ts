@@ -39,8 +39,8 @@ async function cli(
 interface Drill {
   ok: boolean;
   unchanged: boolean;
-  fingerprintBefore: string;
-  fingerprintAfter: string;
+  fingerprint_before: string;
+  fingerprint_after: string;
   components: Array<{
     name: string;
     ckpt: { ok: boolean; tensors: number | null };
@@ -57,7 +57,7 @@ describe("ckpt drill", () => {
     const drill = report as unknown as Drill;
     expect(code).toBe(0);
     expect(drill).toMatchObject({ ok: true, unchanged: true, problems: [] });
-    expect(drill.fingerprintBefore).toBe(drill.fingerprintAfter);
+    expect(drill.fingerprint_before).toBe(drill.fingerprint_after);
     expect(drill.components.map((c) => c.name)).toEqual(["model", "optim", "trainer"]);
     for (const c of drill.components) {
       expect(c.ckpt.ok, c.name).toBe(true);
@@ -94,14 +94,14 @@ describe("ckpt drill", () => {
     const loader = join(await testdir("ckpt-drill-loader-"), "python");
     await writeFile(
       loader,
-      '#!/bin/sh\nshift 2\nwhile [ $# -gt 1 ]; do printf x >> "$2"; echo \'{"ok": true, "tensors": 0, "message": "", "durationMs": 0}\'; shift 2; done\n',
+      '#!/bin/sh\nshift 2\nwhile [ $# -gt 1 ]; do printf x >> "$2"; echo \'{"ok": true, "tensors": 0, "message": "", "duration_ms": 0}\'; shift 2; done\n',
     );
     await chmod(loader, 0o755);
     const { code, report } = await cli(["drill", iter, "--python", loader], false);
     const drill = report as unknown as Drill;
     expect(code).toBe(1);
     expect(drill.unchanged).toBe(false);
-    expect(drill.fingerprintBefore).not.toBe(drill.fingerprintAfter);
+    expect(drill.fingerprint_before).not.toBe(drill.fingerprint_after);
     expect(drill.problems.map((p) => p.code)).toContain("DRILL_CHANGED_CHECKPOINT");
   }, 120_000);
 

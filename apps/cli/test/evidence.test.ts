@@ -71,8 +71,8 @@ describe("ckpt evidence", () => {
     expect(newest).toMatchObject({
       iteration: 30,
       resume: { resumable: true },
-      retention: { latest: true, hasOptimizer: true, pastPointer: false },
-      lastVerify: { ok: true, problems: [] },
+      retention: { latest: true, has_optimizer: true, past_pointer: false },
+      last_verify: { ok: true, problems: [] },
     });
     expect(newest!.components.map((c) => [c.name, c.present])).toEqual([
       ["model", true],
@@ -83,7 +83,7 @@ describe("ckpt evidence", () => {
     for (const f of newest!.files ?? []) expect(f.size).toBeGreaterThan(0);
     expect(newest!.bytes).toBe(newest!.components.reduce((s, c) => s + c.bytes, 0));
     expect(
-      older.map((c) => [c.iteration, c.retention.hasOptimizer, c.resume.resumable, c.lastVerify]),
+      older.map((c) => [c.iteration, c.retention.has_optimizer, c.resume.resumable, c.last_verify]),
     ).toEqual([
       [20, false, null, null],
       [10, false, null, null],
@@ -95,7 +95,7 @@ describe("ckpt evidence", () => {
         payloads: [expect.objectContaining({ path: "model.pt", local: true })],
         resume: expect.objectContaining({ resumable: false }),
         archive: null,
-        lastVerify: expect.objectContaining({ ok: true }),
+        last_verify: expect.objectContaining({ ok: true }),
       }),
     ]);
     expect(bundle.storage).toMatchObject({ probed: false });

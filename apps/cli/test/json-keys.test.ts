@@ -5,14 +5,27 @@ import { mkdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { f32ToBf16Bytes, writeTorchFile } from "@ckpt/tensors";
 import { testdir } from "@ckpt/test-utils";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { prepareDemoDir } from "../src/demo/directory.js";
 import { train } from "../src/demo/train.js";
 import { snakeCaseKey, snakeCaseKeys } from "../src/json.js";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
-import { nonSnakeKeys } from "./helpers/json-keys.js";
+import { nonSnakeKeys, nonSnakeKeysInCkptDocuments } from "./helpers/json-keys.js";
 import { runnableCommands } from "./helpers/registry.js";
+
+/** Every report the CLI hands its JSON writer, as the command built it (before any key is converted). */
+const written = vi.hoisted(() => [] as unknown[]);
+vi.mock("../src/json.js", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../src/json.js")>();
+  return {
+    ...original,
+    jsonReport: (report: unknown) => {
+      written.push(report);
+      return original.jsonReport(report);
+    },
+  };
+});
 
 /** A real consolidated torch file of a small network. */
 async function torchModel(path: string, k: number): Promise<void> {
@@ -33,8 +46,11 @@ async function torchModel(path: string, k: number): Promise<void> {
 
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 
-/** materialize-hf needs a Hugging Face base model made by torch: json-keys-materialize.test.ts. */
-const ELSEWHERE = ["materialize-hf"];
+/**
+ * materialize-hf needs a Hugging Face base model made by torch: json-keys-materialize.test.ts;
+ * ui serves until stopped, its endpoints' keys are checked by ui.test.ts.
+ */
+const ELSEWHERE = ["materialize-hf", "ui"];
 
 describe("--json keys", () => {
   it("the converter: camelCase identifiers become snake_case at any depth; names and values stay", () => {
@@ -58,9 +74,14 @@ describe("--json keys", () => {
     });
   });
 
-  it("a versioned document (a record, the evidence bundle) keeps its schema's keys", () => {
+  it("a posttrain.* record keeps its specification's keys; a ckpt.* document must declare snake_case ones", () => {
     const manifest = { schema: "posttrain.checkpoint-artifact.v1", iterDir: "kept as written" };
     expect(snakeCaseKeys({ manifestPath: "m", manifest })).toEqual({ manifest_path: "m", manifest });
+    const drill = { schema: "ckpt.drill.v1", fingerprintBefore: null };
+    expect(nonSnakeKeys(drill)).toEqual(["$.fingerprintBefore"]);
+    expect(nonSnakeKeysInCkptDocuments({ stagedDir: "s", manifest, report: drill })).toEqual([
+      "$.report.fingerprintBefore",
+    ]);
   });
 
   it("every command's --json report has snake_case keys only", async () => {
@@ -134,12 +155,16 @@ describe("--json keys", () => {
     expect([...Object.keys(runs), ...ELSEWHERE].sort()).toEqual(runnableCommands().sort());
 
     for (const [name, args] of Object.entries(runs)) {
+      written.length = 0;
       const c = captureIo({ env });
       const code = await runCli([...args, "--json"], c.io);
       // Each run is a success path, so the keys checked are the report's, not a failure's.
       expect(code, `ckpt ${name}: ${c.out()}${c.err()}`).toBe(0);
       const report = JSON.parse(c.out()) as unknown;
       expect(nonSnakeKeys(report), `ckpt ${name} --json`).toEqual([]);
+      // ckpt's own documents are snake_case as built, not only as printed (MCP and the web view serve them raw).
+      expect(written, `ckpt ${name} --json`).toHaveLength(1);
+      expect(nonSnakeKeysInCkptDocuments(written[0]), `ckpt ${name}: its ckpt.* documents`).toEqual([]);
     }
   }, 120_000);
 });

@@ -11,6 +11,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { train, type TrainResult } from "../src/demo/train.js";
+import { nonSnakeKeys } from "./helpers/json-keys.js";
 
 const BIN = join(import.meta.dirname, "..", "dist", "bin.js");
 const TOOLS = ["evidence", "explain", "list", "resumable", "status", "storage", "verify"];
@@ -36,8 +37,11 @@ async function connect(root: string, extra: string[] = []): Promise<Client> {
   return client;
 }
 
+/** One tool call; every answer has the snake_case keys `--json` has, ckpt's own documents included. */
 async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<ToolResult> {
-  return (await client.callTool({ name, arguments: args })) as ToolResult;
+  const result = (await client.callTool({ name, arguments: args })) as ToolResult;
+  expect(nonSnakeKeys(result.structuredContent), `${name} ${JSON.stringify(args)}`).toEqual([]);
+  return result;
 }
 
 /** Every file and directory below `dir` with its size and mtime: what "nothing writes" compares. */
@@ -111,7 +115,7 @@ describe("ckpt mcp over stdio", () => {
       runs: [
         {
           run: "demo/mlp/main",
-          attempts: [{ attempt, runTs: run.runTs, checkpoints: [10, 20, 30], artifacts: [15] }],
+          attempts: [{ attempt, run_ts: run.runTs, checkpoints: [10, 20, 30], artifacts: [15] }],
         },
       ],
     });
@@ -126,7 +130,7 @@ describe("ckpt mcp over stdio", () => {
       complete: true,
       attempt: {
         dir: run.attemptDir,
-        runTs: run.runTs,
+        run_ts: run.runTs,
         pointer: { state: "present", iteration: 30 },
         resume: { decision: "checkpoint", iteration: 30 },
       },
@@ -155,7 +159,7 @@ describe("ckpt mcp over stdio", () => {
     const whole = await call(client, "evidence", { path: relative(root, join(run.attemptDir, "..")) });
     expect(whole.structuredContent).toMatchObject({
       run: { name: "main" },
-      attempts: [{ runTs: run.runTs }],
+      attempts: [{ run_ts: run.runTs }],
     });
 
     const resumable = await call(client, "resumable", { checkpoint: newest });
@@ -186,7 +190,7 @@ describe("ckpt mcp over stdio", () => {
       probed: false,
       expect: "any",
       filesystem: { type: fsType },
-      realDir: run.attemptDir,
+      real_dir: run.attemptDir,
     });
     expect(storage.structuredContent).not.toHaveProperty("steps");
     const shared = await call(client, "storage", { path: attempt, expect: "shared" });
@@ -395,7 +399,7 @@ describe("ckpt mcp on a tree of 10,000 checkpoints", () => {
     expect(checkpoints[0]).toMatchObject({ resume: { resumable: true }, retention: { latest: true } });
     expect(checkpoints.at(-1)).toMatchObject({
       resume: { resumable: null },
-      retention: { hasOptimizer: true },
+      retention: { has_optimizer: true },
     });
     const evidence = await call(client, "evidence", { path: attempt });
     const { ok, ...bundle } = evidence.structuredContent as Evidence & { ok: boolean };

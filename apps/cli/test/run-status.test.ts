@@ -96,7 +96,7 @@ describe("ckpt run status", () => {
     const { report, human } = await status(dir);
     expect(report.attempt.resume).toMatchObject({ decision: "checkpoint", iteration: 10 });
     expect(
-      report.attempt.checkpoints.map((c) => [c.iteration, c.retention.latest, c.retention.pastPointer]),
+      report.attempt.checkpoints.map((c) => [c.iteration, c.retention.latest, c.retention.past_pointer]),
     ).toEqual([
       [20, false, true],
       [10, true, false],

@@ -13,10 +13,10 @@ function attempt(
   checkpoints: Array<{ iteration: number; hasOptimizer: boolean; upload: string; latest?: boolean }>,
 ): EvidenceAttempt {
   return {
-    runTs: "20260901120000",
+    run_ts: "20260901120000",
     dir: "/runs/a/20260901120000",
     minted: "first",
-    mintedAt: null,
+    minted_at: null,
     windows: null,
     pointer: { state: "absent" },
     resume: { decision: "fresh", reason: "" },
@@ -28,16 +28,16 @@ function attempt(
       components: [],
       bytes: 0,
       files: null,
-      manifestSha256: null,
+      manifest_sha256: null,
       resume: { resumable: null, reason: "", findings: [] },
       retention: {
         latest: c.latest ?? false,
-        pastPointer: false,
-        hasOptimizer: c.hasOptimizer,
+        past_pointer: false,
+        has_optimizer: c.hasOptimizer,
         upload: c.upload,
         validation: null,
       },
-      lastVerify: null,
+      last_verify: null,
     })),
   };
 }

@@ -12,6 +12,7 @@ import { explainProblem } from "@ckpt/evidence";
 import { testdir } from "@ckpt/test-utils";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { nonSnakeKeys } from "./helpers/json-keys.js";
 
 const BIN = join(import.meta.dirname, "..", "dist", "bin.js");
 const SHOTS = join(import.meta.dirname, "..", "..", "..", "test-output", "ui");
@@ -91,13 +92,13 @@ function pageRows(page: Page) {
 function evidenceRows(bundle: Evidence) {
   return bundle.attempts.flatMap((a) => [
     ...a.checkpoints.map((c) => ({
-      attempt: a.runTs,
+      attempt: a.run_ts,
       iteration: c.iteration,
       kind: "checkpoint",
       bytes: c.bytes,
     })),
     ...a.artifacts.map((x) => ({
-      attempt: a.runTs,
+      attempt: a.run_ts,
       iteration: x.iteration,
       kind: "artifact",
       bytes: x.bytes,
@@ -149,6 +150,8 @@ describe("ckpt ui in a browser", { timeout: 120_000 }, () => {
         await fetch(`${served.url}api/evidence?path=${DEMO_RUN}&verify=newest`)
       ).json()) as Evidence;
       expect(bundle.schema).toBe("ckpt.evidence.v2");
+      // Served as built, without the CLI's JSON writer: the bundle declares snake_case keys itself.
+      expect(nonSnakeKeys(bundle)).toEqual([]);
       const page = await show(
         `${served.url}?path=${DEMO_RUN}&keep_model_last=3&keep_optim_last=2`,
         "demo.png",
@@ -162,7 +165,7 @@ describe("ckpt ui in a browser", { timeout: 120_000 }, () => {
         "checkpoint 60",
         "checkpoint 80",
       ]);
-      expect(rows.every((r) => r.attempt === bundle.attempts[0]!.runTs)).toBe(true);
+      expect(rows.every((r) => r.attempt === bundle.attempts[0]!.run_ts)).toBe(true);
       expect(await page.textContent("#status")).toBe("resumable");
       expect(
         await page.getAttribute("#saves tr[data-kind='checkpoint'][data-iteration='80']", "data-resumable"),
@@ -172,6 +175,10 @@ describe("ckpt ui in a browser", { timeout: 120_000 }, () => {
       const artifact = page.locator("#saves tr[data-kind='artifact']");
       expect(await artifact.textContent()).toContain(bundle.attempts[0]!.artifacts[0]!.archive!.destination);
       expect(await artifact.textContent()).toContain("verified");
+      // Resume never takes an artifact: its resumable cell is no verdict, not a red "no".
+      const resumableCell = artifact.locator("td").nth(6);
+      expect(await resumableCell.textContent()).toBe("n/a (artifact)");
+      expect(await resumableCell.getAttribute("class")).toBe("muted");
       // Retention's own plan with the demo's settings (keep_model_last 3, keep_optim_last 2).
       expect(await page.textContent("#retention-summary")).toBe(
         "after the next save, keep_model_last=3 and keep_optim_last=2 release iteration 40, the optimizer state of 60",

@@ -82,7 +82,7 @@ export interface DirectoryFingerprint {
   readonly excluded: readonly string[];
   /** Bytes of the counted files, and of those actually hashed. */
   readonly size: number;
-  readonly hashedBytes: number;
+  readonly hashed_bytes: number;
 }
 
 export interface FingerprintOptions extends HashOptions {
@@ -149,6 +149,6 @@ export async function fingerprintDirectory(
     files,
     excluded: listed.filter((f) => isBookkeeping(f.label, excludedNames)).map((f) => f.label),
     size: files.reduce((sum, f) => sum + f.size, 0),
-    hashedBytes: toHash.reduce((sum, f) => sum + f.size, 0),
+    hashed_bytes: toHash.reduce((sum, f) => sum + f.size, 0),
   };
 }

@@ -55,7 +55,7 @@ describe("fingerprintDirectory", () => {
       schema: "ckpt.fingerprint.v1",
       mode: "full",
       size: 5063,
-      hashedBytes: 5063,
+      hashed_bytes: 5063,
     });
   });
 
@@ -86,7 +86,7 @@ describe("fingerprintDirectory", () => {
     const full = await fingerprintDirectory(dir);
     const fast = await fingerprintDirectory(dir, { fast: true });
     expect(fast.fingerprint).not.toBe(full.fingerprint);
-    expect(fast.hashedBytes).toBe(full.hashedBytes - 5000);
+    expect(fast.hashed_bytes).toBe(full.hashed_bytes - 5000);
     expect(fast.files.find((f) => f.path === "model-00001-of-00002.safetensors")).toEqual({
       path: "model-00001-of-00002.safetensors",
       size: 3000,

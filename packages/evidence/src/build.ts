@@ -219,13 +219,13 @@ async function attemptsOf(budget: Budget, path: string): Promise<{ runDir: strin
 function attemptOrigin(
   dir: string,
   siblings: readonly string[],
-): Pick<EvidenceAttempt, "runTs" | "minted" | "mintedAt"> {
+): Pick<EvidenceAttempt, "run_ts" | "minted" | "minted_at"> {
   const runTs = basename(dir);
-  if (!isRunTs(runTs)) return { runTs: "", minted: "legacy", mintedAt: null };
+  if (!isRunTs(runTs)) return { run_ts: "", minted: "legacy", minted_at: null };
   return {
-    runTs,
+    run_ts: runTs,
     minted: siblings.filter(isRunTs).sort()[0] === runTs ? "first" : "sibling",
-    mintedAt: parseRunTs(runTs)?.toISOString() ?? null,
+    minted_at: parseRunTs(runTs)?.toISOString() ?? null,
   };
 }
 
@@ -240,7 +240,7 @@ async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> 
 function checkpointOf(
   c: RunStatusReport["checkpoints"][number],
   bundle: EvidenceBundle,
-): Omit<EvidenceCheckpoint, "lastVerify"> {
+): Omit<EvidenceCheckpoint, "last_verify"> {
   const newest =
     bundle.newestCheckpoint?.iterDir === c.dir || bundle.newestCheckpoint?.iterDir === `${c.dir}/`;
   return {
@@ -253,7 +253,7 @@ function checkpointOf(
       newest && bundle.newestCheckpointFiles !== null
         ? bundle.newestCheckpointFiles.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 ?? null }))
         : null,
-    manifestSha256: c.manifestSha256,
+    manifest_sha256: c.manifestSha256,
     resume:
       c.complete === null
         ? {
@@ -275,15 +275,15 @@ function checkpointOf(
             },
     retention: {
       latest: c.latest,
-      pastPointer: c.pastPointer,
-      hasOptimizer: c.hasOptimizer,
+      past_pointer: c.pastPointer,
+      has_optimizer: c.hasOptimizer,
       upload: c.upload,
       validation: c.validation,
     },
   };
 }
 
-function artifactOf(a: EvidenceBundle["artifacts"][number]): Omit<EvidenceArtifact, "lastVerify"> {
+function artifactOf(a: EvidenceBundle["artifacts"][number]): Omit<EvidenceArtifact, "last_verify"> {
   return {
     iteration: a.iteration,
     dir: a.dir,
@@ -342,7 +342,7 @@ async function attemptEvidence(
     const wanted = verify === "all" || (verify === "newest" && isResumeSource);
     checkpoints.push({
       ...checkpointOf(c, bundle),
-      lastVerify: wanted ? await verifyResult(budget, c.dir) : null,
+      last_verify: wanted ? await verifyResult(budget, c.dir) : null,
     });
   }
   const artifacts: EvidenceArtifact[] = [];
@@ -353,7 +353,7 @@ async function attemptEvidence(
       budget.problems.push(
         problem("NOT_ARCHIVED", a.dir, `artifact iteration ${a.iteration} has no archive receipt`, null),
       );
-    artifacts.push({ ...item, lastVerify: wanted ? await verifyResult(budget, a.dir) : null });
+    artifacts.push({ ...item, last_verify: wanted ? await verifyResult(budget, a.dir) : null });
   }
   const r = status.resume;
   return {

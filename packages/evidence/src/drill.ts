@@ -19,7 +19,7 @@ export interface DrillLoad {
   readonly ok: boolean;
   /** Tensors it held (null when the load failed or the reader does not count them). */
   readonly tensors: number | null;
-  readonly durationMs: number;
+  readonly duration_ms: number;
   /** Why it failed (empty when it loaded). */
   readonly message: string;
 }
@@ -40,8 +40,8 @@ export interface DrillReport {
   readonly dir: string;
   readonly iteration: number | null;
   /** The tree's fingerprint (`ckpt fingerprint`, full) before and after the loads. */
-  readonly fingerprintBefore: string | null;
-  readonly fingerprintAfter: string | null;
+  readonly fingerprint_before: string | null;
+  readonly fingerprint_after: string | null;
   readonly unchanged: boolean;
   readonly components: readonly DrillComponent[];
   readonly problems: readonly EvidenceProblem[];
@@ -79,7 +79,7 @@ for kind, path in zip(args[0::2], args[1::2]):
         line = {"ok": True, "tensors": count(state), "message": ""}
     except Exception as error:
         line = {"ok": False, "tensors": None, "message": f"torch could not load it: {type(error).__name__}: {error}"[:2000]}
-    line["durationMs"] = (time.monotonic() - started) * 1000
+    line["duration_ms"] = (time.monotonic() - started) * 1000
     print(json.dumps(line), flush=True)
 `;
 
@@ -108,7 +108,7 @@ function torchLoads(
           components.map(
             (_, i) =>
               (lines[i] === undefined
-                ? { ok: false, tensors: null, durationMs: performance.now() - started, message: failed }
+                ? { ok: false, tensors: null, duration_ms: performance.now() - started, message: failed }
                 : JSON.parse(lines[i]!)) as DrillLoad,
           ),
         );
@@ -133,7 +133,7 @@ async function ckptLoad(
     return {
       ok: report.ok,
       tensors: report.tensors,
-      durationMs: performance.now() - started,
+      duration_ms: performance.now() - started,
       message: report.problems.map((p) => `${p.code} ${p.path}: ${p.message}`).join("; "),
     };
   } catch (error) {
@@ -141,7 +141,7 @@ async function ckptLoad(
     return {
       ok: false,
       tensors: null,
-      durationMs: performance.now() - started,
+      duration_ms: performance.now() - started,
       message: String((error as Error).message),
     };
   }
@@ -215,8 +215,8 @@ export async function drillCheckpoint(dir: string, options: DrillOptions = {}): 
       components.every((c) => c.ckpt.ok && c.torch?.ok !== false),
     dir,
     iteration,
-    fingerprintBefore: before,
-    fingerprintAfter: after,
+    fingerprint_before: before,
+    fingerprint_after: after,
     unchanged,
     components,
     problems,

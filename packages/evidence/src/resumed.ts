@@ -17,15 +17,15 @@ export const RESUMED_SCHEMA = "ckpt.resumed.v1";
 export interface ResumedReport {
   readonly schema: typeof RESUMED_SCHEMA;
   readonly ok: boolean;
-  readonly attemptDir: string;
-  readonly reportedStep: number;
+  readonly attempt_dir: string;
+  readonly reported_step: number;
   /** The job's start (ISO 8601): checkpoints committed later do not count. */
-  readonly startedAt: string;
+  readonly started_at: string;
   /** The newest complete checkpoint committed before the start, or null when there was none. */
   readonly expected: {
     readonly iteration: number;
     readonly dir: string;
-    readonly committedAt: string;
+    readonly committed_at: string;
   } | null;
   /** The verdict in one sentence. */
   readonly sentence: string;
@@ -109,7 +109,7 @@ export async function checkResumed(
       if (at.getTime() >= startedAt.getTime()) continue;
       const probe = await probeLocalCheckpoint(dir, { needIteration: false, hashLegacyFile: false });
       if ("missing" in probe || probeFindings(probe).length > 0) continue;
-      expected = { iteration, dir, committedAt: at.toISOString() };
+      expected = { iteration, dir, committed_at: at.toISOString() };
       break;
     }
   } catch (error) {
@@ -121,9 +121,9 @@ export async function checkResumed(
   return {
     schema: RESUMED_SCHEMA,
     ok: problems.every((p) => p.severity !== "error"),
-    attemptDir,
-    reportedStep,
-    startedAt: startedAt.toISOString(),
+    attempt_dir: attemptDir,
+    reported_step: reportedStep,
+    started_at: startedAt.toISOString(),
     expected,
     sentence: verdict.sentence,
     problems,

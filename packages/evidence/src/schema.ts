@@ -59,20 +59,20 @@ export const checkpointSchema = z.strictObject({
   bytes: z.number().int().nonnegative(),
   /** Every file its description records, with digests where hashed; null when not read. */
   files: z.array(fileSchema).nullable(),
-  manifestSha256: z.string().nullable(),
+  manifest_sha256: z.string().nullable(),
   resume: resumableSchema,
   retention: z.strictObject({
     /** `latest_checkpoint.txt` names it. */
     latest: z.boolean(),
     /** Beyond the pointer: a save that never committed. */
-    pastPointer: z.boolean(),
-    hasOptimizer: z.boolean(),
+    past_pointer: z.boolean(),
+    has_optimizer: z.boolean(),
     /** Retention's view of its upload (`uploaded`, `pending`, `none`, ...). */
     upload: z.string(),
     /** Its validation transaction, when one is open or recorded. */
     validation: z.string().nullable(),
   }),
-  lastVerify: verifyResultSchema,
+  last_verify: verifyResultSchema,
 });
 
 export const artifactSchema = z.strictObject({
@@ -89,12 +89,12 @@ export const artifactSchema = z.strictObject({
   archive: z
     .strictObject({ receipt: z.string(), destination: z.string(), files: z.array(fileSchema) })
     .nullable(),
-  lastVerify: verifyResultSchema,
+  last_verify: verifyResultSchema,
 });
 
 export const attemptSchema = z.strictObject({
   /** The attempt's RUN_TS ("" under the legacy flat layout). */
-  runTs: z.string(),
+  run_ts: z.string(),
   dir: z.string(),
   /**
    * How the RUN_TS came to be, as far as the tree shows: `first` (the oldest attempt: minted at the
@@ -102,7 +102,7 @@ export const attemptSchema = z.strictObject({
    */
   minted: z.enum(["first", "sibling", "legacy"]),
   /** When the RUN_TS says it was minted (ISO 8601, UTC), null under the legacy layout. */
-  mintedAt: z.string().nullable(),
+  minted_at: z.string().nullable(),
   /**
    * Process windows that used it (the manager's `.ckpt-windows.json`); null: no readable log
    * (written by a manager before the log existed, or damaged: then a problem says so).

@@ -44,7 +44,7 @@ describe("buildEvidence on bad trees", () => {
       expect(bundle.status).toBe("fresh");
       expect(bundle.run).toEqual({ dir: run, name: "run" });
       expect(bundle.attempts).toMatchObject([
-        { runTs: RUN_TS, minted: "first", mintedAt: "2026-09-01T12:00:00.000Z", windows: null },
+        { run_ts: RUN_TS, minted: "first", minted_at: "2026-09-01T12:00:00.000Z", windows: null },
       ]);
       expect(bundle.storage).toMatchObject({ probed: false, dir: run });
       expect(["local", "shared-safe", "shared-unsafe"]).toContain(bundle.storage?.tier);
@@ -56,7 +56,7 @@ describe("buildEvidence on bad trees", () => {
     const { run } = await attemptDir();
     await mkdir(join(run, "20260902120000", "checkpoints"), { recursive: true });
     const bundle = await evidence(run);
-    expect(bundle.attempts.map((a) => [a.runTs, a.minted])).toEqual([
+    expect(bundle.attempts.map((a) => [a.run_ts, a.minted])).toEqual([
       [RUN_TS, "first"],
       ["20260902120000", "sibling"],
     ]);

@@ -33,7 +33,7 @@ export interface VerifyReport {
   readonly checks: { readonly finite: boolean; readonly deep: boolean };
   readonly problems: readonly VerifyProblem[];
   readonly released: readonly string[];
-  readonly sizeOnly: readonly string[];
+  readonly size_only: readonly string[];
   readonly notes: readonly string[];
   readonly hashed: { readonly files: number; readonly bytes: number };
   /** The archive a receipt binds (check it with `ckpt artifact verify`). */
@@ -77,7 +77,7 @@ function fromLocal(
     checks,
     problems: report.problems.map(problemOf),
     released: report.released,
-    sizeOnly: report.sizeOnly,
+    size_only: report.sizeOnly,
     notes: report.notes,
     hashed: { files: report.hashedFiles, bytes: report.hashedBytes },
     archive: report.archive ?? null,
@@ -108,7 +108,7 @@ function emptyReport(kind: VerifyKind, path: string, checks: VerifyReport["check
     checks,
     problems: [],
     released: [],
-    sizeOnly: [],
+    size_only: [],
     notes: [],
     hashed: { files: 0, bytes: 0 },
     archive: null,

@@ -13,14 +13,14 @@ const load = (l: DrillReport["components"][number]["ckpt"] | null) =>
   l === null
     ? "-"
     : l.ok
-      ? `ok${l.tensors === null ? "" : `, ${l.tensors} tensors`} (${Math.round(l.durationMs)} ms)`
+      ? `ok${l.tensors === null ? "" : `, ${l.tensors} tensors`} (${Math.round(l.duration_ms)} ms)`
       : "FAILED";
 
 function renderDrill(r: DrillReport): string {
   const lines = [
     `${r.dir}: ${r.ok ? "drill passed" : "drill FAILED"}${r.iteration === null ? "" : ` (iteration ${r.iteration})`}`,
-    `fingerprint before ${r.fingerprintBefore ?? "-"}`,
-    `fingerprint after  ${r.fingerprintAfter ?? "-"}${r.unchanged ? " (unchanged)" : " (CHANGED)"}`,
+    `fingerprint before ${r.fingerprint_before ?? "-"}`,
+    `fingerprint after  ${r.fingerprint_after ?? "-"}${r.unchanged ? " (unchanged)" : " (CHANGED)"}`,
   ];
   if (r.components.length > 0)
     lines.push(

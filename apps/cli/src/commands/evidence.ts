@@ -28,7 +28,7 @@ function renderEvidence(bundle: Evidence): string {
     const r = a.resume;
     lines.push(
       "",
-      `attempt ${a.runTs || "(legacy layout)"} (${a.minted}${a.mintedAt === null ? "" : `, ${a.mintedAt}`})`,
+      `attempt ${a.run_ts || "(legacy layout)"} (${a.minted}${a.minted_at === null ? "" : `, ${a.minted_at}`})`,
       r.decision === "checkpoint"
         ? `resume: iteration ${r.iteration} (${r.reason})`
         : r.decision === "refused"
@@ -44,10 +44,10 @@ function renderEvidence(bundle: Evidence): string {
             c.format ?? "?",
             formatBytes(c.bytes),
             c.resume.resumable === null ? "-" : c.resume.resumable ? "yes" : "NO",
-            c.retention.hasOptimizer ? "yes" : "released",
+            c.retention.has_optimizer ? "yes" : "released",
             c.retention.upload,
             c.retention.latest ? "yes" : "",
-            verified(c.lastVerify),
+            verified(c.last_verify),
           ]),
         ),
       );
@@ -61,7 +61,7 @@ function renderEvidence(bundle: Evidence): string {
             formatBytes(x.bytes),
             x.retention.local,
             x.archive?.destination ?? "-",
-            verified(x.lastVerify),
+            verified(x.last_verify),
           ]),
         ),
       );

@@ -21,7 +21,7 @@ function renderFingerprint(f: DirectoryFingerprint, withFiles: boolean): string 
 function describeFingerprint(f: DirectoryFingerprint): string {
   const lines = [
     `${f.schema}, ${f.mode}: ${f.files.length} files, ${formatBytes(f.size)}` +
-      (f.mode === "fast" ? ` (${formatBytes(f.hashedBytes)} hashed; weight files by path and size)` : ""),
+      (f.mode === "fast" ? ` (${formatBytes(f.hashed_bytes)} hashed; weight files by path and size)` : ""),
   ];
   if (f.excluded.length > 0) lines.push(`left out (bookkeeping, not content): ${f.excluded.join(", ")}`);
   return lines.join("\n");

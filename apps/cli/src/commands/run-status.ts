@@ -33,7 +33,7 @@ export async function attemptStatus(attemptDir: string, signal?: AbortSignal): P
 function stateOf(c: EvidenceCheckpoint): string {
   const complete = c.resume.resumable;
   if (c.retention.latest) return complete ? "latest" : "latest, INCOMPLETE";
-  if (c.retention.pastPointer) return "not committed";
+  if (c.retention.past_pointer) return "not committed";
   if (complete === null) return "older, not probed";
   return complete ? "complete" : "not resumable";
 }
@@ -104,7 +104,7 @@ function renderRunStatus(dir: string, r: AttemptStatus): string {
       if (state !== null && state !== "published")
         lines.push(`pending validation: iteration ${c.iteration} (${state})`);
     }
-    for (const c of a.checkpoints.filter((x) => x.resume.resumable === false && !x.retention.pastPointer)) {
+    for (const c of a.checkpoints.filter((x) => x.resume.resumable === false && !x.retention.past_pointer)) {
       lines.push(`iteration ${c.iteration}: ${c.resume.findings.join("; ")}`);
     }
   }

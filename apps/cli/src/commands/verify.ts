@@ -47,8 +47,8 @@ function renderVerifyReport(report: VerifyReport, io: Pick<CliIo, "color">): str
     lines.push("", `released after archiving${where}: ${report.released.join(", ")}`);
     lines.push("check the archive itself with `ckpt artifact verify --artifact-dir <dir>`");
   }
-  if (report.sizeOnly.length > 0)
-    lines.push("", `no digest recorded, size checked: ${report.sizeOnly.join(", ")}`);
+  if (report.size_only.length > 0)
+    lines.push("", `no digest recorded, size checked: ${report.size_only.join(", ")}`);
   for (const note of report.notes) lines.push(`note: ${note}`);
   return lines.join("\n");
 }

@@ -14,8 +14,8 @@ export interface InjectedFault {
   readonly what: string;
   /** The damaged file (torn, short) or the killed process's save directory (kill). */
   readonly path?: string;
-  readonly sizeBefore?: number;
-  readonly sizeAfter?: number;
+  readonly size_before?: number;
+  readonly size_after?: number;
 }
 
 /** Zeroes the second half of `<iterDir>/optim.pt` in place (size unchanged). */
@@ -34,8 +34,8 @@ export async function tearComponent(iterDir: string): Promise<InjectedFault> {
     mode: "torn",
     what: `zeroed bytes ${from}..${size} of optim.pt (its size is unchanged)`,
     path,
-    sizeBefore: size,
-    sizeAfter: size,
+    size_before: size,
+    size_after: size,
   };
 }
 
@@ -49,7 +49,7 @@ export async function truncateShard(iterDir: string): Promise<InjectedFault> {
     mode: "short",
     what: `truncated model.pt from ${size} to ${after} bytes`,
     path,
-    sizeBefore: size,
-    sizeAfter: after,
+    size_before: size,
+    size_after: after,
   };
 }

@@ -63,7 +63,7 @@ interface DemoResume {
     | { readonly ok: true }
     | { readonly ok: false; readonly code: string; readonly reason: string };
   /** Where training stood after resuming (undefined when resume refused or loading failed). */
-  readonly continuedTo?: number;
+  readonly continued_to?: number;
 }
 
 interface InventoryRow {
@@ -284,7 +284,7 @@ export async function runDemo(options: DemoOptions): Promise<DemoReport> {
       fault: fault!,
       decision: describeDecision(resumed.resume),
       load: { ok: true },
-      continuedTo: resumed.finalIteration,
+      continued_to: resumed.finalIteration,
     };
     const d = report.resume.decision;
     const from = d.kind === "checkpoint" ? `iteration ${d.iteration}` : d.kind;

@@ -9,7 +9,7 @@ interface ListedAttempt {
   /** Relative to the served root: what the other tools take. */
   readonly attempt: string;
   /** The attempt directory's name when it is a RUN_TS (`20260901120000`); null for a legacy flat layout. */
-  readonly runTs: string | null;
+  readonly run_ts: string | null;
   readonly checkpoints: number[];
   readonly artifacts: number[];
 }
@@ -92,7 +92,7 @@ export async function listAttempts(root: string, dir: string, budget: RequestBud
         const name = basename(path);
         attempts.push({
           attempt: rel(path),
-          runTs: isRunTs(name) ? name : null,
+          run_ts: isRunTs(name) ? name : null,
           checkpoints: checkpoints!,
           artifacts: artifacts!,
         });

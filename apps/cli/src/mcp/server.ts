@@ -4,6 +4,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { VERIFY_KINDS } from "@ckpt/verify";
 import { z } from "zod";
 import { describeFailure } from "@ckpt/command-line";
+import { snakeCaseKeys } from "../json.js";
 import { RequestBudget } from "./budget.js";
 import {
   attemptStatus,
@@ -45,7 +46,9 @@ export function createCkptMcpServer(guarded: GuardedRoot, options: McpServerOpti
     const budget = new RequestBudget(options.budgetMs);
     try {
       const { report, text } = await work(budget);
-      return { content: [{ type: "text", text }], structuredContent: report };
+      // The keys `--json` prints: an agent reads the same vocabulary as an operator.
+      const structuredContent = snakeCaseKeys(report) as Record<string, unknown>;
+      return { content: [{ type: "text", text }], structuredContent };
     } catch (error) {
       const { code, message } = describeFailure(error);
       return {

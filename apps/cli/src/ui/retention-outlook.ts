@@ -49,7 +49,7 @@ export function retentionOutlook(attempt: EvidenceAttempt, knobs: RetentionKnobs
     ...attempt.checkpoints.map((c) => ({
       iteration: c.iteration,
       dir: c.dir,
-      hasOptimizer: c.retention.hasOptimizer,
+      hasOptimizer: c.retention.has_optimizer,
       uploaded: (UPLOAD_STATES.includes(c.retention.upload) ? c.retention.upload : "none") as UploadState,
       isLatest: false,
     })),

@@ -61,7 +61,9 @@ function verifiedCell(lastVerify) {
     : el("td", { class: "bad", title: lastVerify.problems.join(", ") }, "FAILED");
 }
 
-function resumableCell(resume) {
+/** Whether resume would take it; an artifact is never resumed from, so its answer is no verdict. */
+function resumableCell(kind, resume) {
+  if (kind === "artifact") return el("td", { class: "muted", title: resume.reason }, "n/a (artifact)");
   if (resume.resumable === null) return el("td", { class: "muted", title: resume.reason }, "not probed");
   return resume.resumable
     ? el("td", { class: "ok", title: resume.reason }, "resumable")
@@ -90,8 +92,8 @@ function retentionState(kind, save) {
   const r = save.retention;
   const parts = [];
   if (r.latest) parts.push("latest (the pointer names it)");
-  if (r.pastPointer) parts.push("past the pointer: never committed");
-  parts.push(r.hasOptimizer ? "optimizer kept" : "optimizer released");
+  if (r.past_pointer) parts.push("past the pointer: never committed");
+  parts.push(r.has_optimizer ? "optimizer kept" : "optimizer released");
   parts.push(`upload: ${r.upload}`);
   if (r.validation !== null) parts.push(`validation: ${r.validation}`);
   return parts.join("; ");
@@ -115,25 +117,25 @@ function renderTimeline(bundle) {
         "tr",
         {
           class: `save ${kind}`,
-          "data-attempt": attempt.runTs,
+          "data-attempt": attempt.run_ts,
           "data-iteration": save.iteration,
           "data-kind": kind,
           "data-bytes": save.bytes,
           "data-resumable": String(save.resume.resumable),
         },
-        el("td", {}, attempt.runTs || "(legacy)"),
+        el("td", {}, attempt.run_ts || "(legacy)"),
         el("td", { class: "num" }, save.iteration),
         el("td", {}, kind === "checkpoint" ? "full checkpoint" : "artifact"),
         el("td", { title: save.dir }, what),
         el("td", { class: "num" }, measured ? formatBytes(save.bytes) : "not measured"),
         el("td", { class: "muted" }, "not recorded"),
-        resumableCell(save.resume),
+        resumableCell(kind, save.resume),
         kind === "artifact"
           ? save.archive === null
             ? el("td", { class: "warn" }, "not archived")
             : el("td", { class: "ok", title: save.archive.receipt }, save.archive.destination)
           : el("td", { class: "muted" }, save.retention.upload === "none" ? "-" : save.retention.upload),
-        verifiedCell(save.lastVerify),
+        verifiedCell(save.last_verify),
         el("td", {}, retentionState(kind, save)),
       );
     }),
@@ -175,8 +177,8 @@ function renderSummary(bundle) {
     return el(
       "li",
       { class: "attempt", "data-decision": r.decision },
-      el("strong", {}, `attempt ${a.runTs || "(legacy layout)"}`),
-      ` (${a.minted}${a.mintedAt === null ? "" : `, ${a.mintedAt}`}): `,
+      el("strong", {}, `attempt ${a.run_ts || "(legacy layout)"}`),
+      ` (${a.minted}${a.minted_at === null ? "" : `, ${a.minted_at}`}): `,
       el(
         "span",
         { class: r.decision === "checkpoint" ? "ok" : r.decision === "fresh" ? "" : "bad" },
