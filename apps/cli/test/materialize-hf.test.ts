@@ -100,8 +100,8 @@ describe("ckpt materialize-hf", () => {
   });
 
   it.each([
-    [["--ckpt-dir", "x", "--artifact-uri", "file:///x"], /exactly one of --ckpt-dir or --artifact-uri/],
-    [[], /exactly one of --ckpt-dir or --artifact-uri/],
+    [["--ckpt-dir", "x", "--artifact-uri", "file:///x"], /exactly one of --artifact-dir or --artifact-uri/],
+    [[], /exactly one of --artifact-dir or --artifact-uri/],
     [["--ckpt-dir", "x", "--lock-wait-seconds", "inf"], /"inf" is not a finite number of seconds/],
     [["--ckpt-dir", "x", "--lock-wait-seconds", "nan"], /inf and nan are refused/],
     [["--ckpt-dir", "x", "--expect-tensors", "abc"], /--expect-tensors NaN is not a whole number/],
