@@ -99,10 +99,7 @@ const nameOf = (entry: CommandEntry): string => entry.command.split(" ")[0]!;
  * object-store`), so `help <command>` and suggestions work for both. Stops at the first word that
  * names no command (an argument).
  */
-function currentCommandNames(
-  argv: readonly string[],
-  entries: readonly CommandEntry[] = commands,
-): string[] {
+function currentCommandNames(argv: readonly string[], entries: readonly CommandEntry[] = commands): string[] {
   const out = [...argv];
   let level: readonly CommandEntry[] | undefined = entries;
   for (let i = out[0] === "help" ? 1 : 0; i < out.length && level !== undefined; i++) {
