@@ -103,25 +103,25 @@ async function merged(root: string, fixture: TransformersFixture): Promise<strin
   return model;
 }
 
-describe("a VLM (Qwen3-VL layout: vision tower, merger, text model) with its processor", () => {
+describe("a VLM (Idefics3 layout: vision tower, connector, Llama text model) with its processor", () => {
   it("loads with its class, AutoTokenizer, AutoProcessor and GenerationConfig; text and image logits bit-equal", {
     timeout: TIMEOUT_MS,
   }, async () => {
     const root = await testdir("ckpt-cli-transformers-vlm-");
-    const fixture = await makeTransformersFixture(join(root, "fx"), "qwen3_vl", "fused", 2, 23);
+    const fixture = await makeTransformersFixture(join(root, "fx"), "idefics3", "fused", 2, 23);
     expect(fixture.baseShards).toBeGreaterThanOrEqual(2);
-    expect(fixture.keys.some((k) => k.startsWith("model.visual."))).toBe(true);
+    expect(fixture.keys.some((k) => k.startsWith("model.vision_model."))).toBe(true);
+    expect(fixture.keys.some((k) => k.startsWith("model.connector."))).toBe(true);
     const model = await merged(root, fixture);
     const out = join(root, "export");
     const built = await cli(materializeHfArgs(join(model, ".."), fixture.base, out, "--json"));
     expect(built.code, built.out).toBe(0);
     // The processor's files are sidecars: carried over byte for byte by the rule that copies them.
     for (const file of [
-      "preprocessor_config.json",
-      "video_preprocessor_config.json",
       "processor_config.json",
-      "chat_template.json",
+      "chat_template.jinja",
       "tokenizer.json",
+      "tokenizer_config.json",
       "generation_config.json",
     ]) {
       expect(await readFile(join(out, file), "utf8"), file).toBe(
@@ -129,8 +129,11 @@ describe("a VLM (Qwen3-VL layout: vision tower, merger, text model) with its pro
       );
     }
     const load = await loadWithTransformers(out, model, "fused");
-    expect(load.class).toBe("Qwen3VLForConditionalGeneration");
-    expect(load.processor).toBe("Qwen3VLProcessor");
+    expect(load.class).toBe("Idefics3ForConditionalGeneration");
+    expect(load.processor).toBe("Idefics3Processor");
+    // The PIL image processor: the export loads without torchvision.
+    expect(load.image_processor).toBe("Idefics3ImageProcessorPil");
+    expect(load.image_tokens).toBe(4);
     expect(load.loading_info).toEqual({
       missing_keys: [],
       unexpected_keys: [],
@@ -139,6 +142,7 @@ describe("a VLM (Qwen3-VL layout: vision tower, merger, text model) with its pro
     });
     expect(load.key_warnings).toEqual([]);
     expect(load.logits_dtype).toBe("torch.bfloat16");
+    expect(load.logits_max_abs_diff).toBe(0);
     expect(load.logits_equal).toBe(true);
     expect(load.image_logits_equal).toBe(true);
     expect(load.image_changes_logits).toBe(true);
@@ -148,11 +152,11 @@ describe("a VLM (Qwen3-VL layout: vision tower, merger, text model) with its pro
 });
 
 describe("materialize-hf --loader-check", () => {
-  it("records the loader's verdict in the marker when the staged build loads", {
+  it("records the loader's verdict in the marker when the staged build of a VLM loads", {
     timeout: TIMEOUT_MS,
   }, async () => {
     const root = await testdir("ckpt-cli-loader-check-");
-    const fixture = await makeTransformersFixture(join(root, "fx"), "llama", "fused", 2, 29);
+    const fixture = await makeTransformersFixture(join(root, "fx"), "idefics3", "fused", 2, 29);
     const model = await merged(root, fixture);
     const out = join(root, "export");
     const args = materializeHfArgs(join(model, ".."), fixture.base, out, "--loader-check", torch2Python());
@@ -165,13 +169,13 @@ describe("materialize-hf --loader-check", () => {
       transformers_version: expect.stringMatching(/^5\./),
       calls: [
         "AutoConfig",
-        "Qwen3VLForConditionalGeneration",
+        "Idefics3ForConditionalGeneration",
         "AutoTokenizer",
         "AutoProcessor",
         "GenerationConfig",
       ],
     };
-    expect(report.loaderCheck).toEqual({ ...record, seconds: expect.any(Number) });
+    expect(report.loader_check).toEqual({ ...record, seconds: expect.any(Number) });
     const marker = await MATERIALIZED_MARKER.read(join(out, MATERIALIZED_MARKER.fileName));
     expect(marker.loader_check).toEqual(record);
     const human = await cli(args);

@@ -12,8 +12,8 @@ export const TRANSFORMERS_MODELS = join(
   "transformers_models.py",
 );
 
-/** Model families the script builds (AutoConfig.for_model names); qwen3_vl is a VLM with a processor. */
-export type TransformersModel = "llama" | "qwen3" | "qwen3_moe" | "qwen3_vl";
+/** Model families the script builds (AutoConfig.for_model names); idefics3 is a VLM with a processor. */
+export type TransformersModel = "llama" | "qwen3" | "qwen3_moe" | "idefics3";
 /** How a checkpoint holds a MoE model's routed experts (see the script's docstring). */
 export type ExpertLayout = "fused" | "per_expert" | "stacked";
 
@@ -34,6 +34,10 @@ export interface TransformersLoad {
   class: string;
   /** AutoProcessor's class, when the export has a processor config. */
   processor: string | null;
+  /** A VLM's image processor class, as AutoProcessor loaded it. */
+  image_processor?: string;
+  /** How many image tokens the processor put in the prompt for the one image. */
+  image_tokens?: number;
   /** A VLM's logits on the text after an image, bit-equal to the state dict's. */
   image_logits_equal?: boolean;
   /** Another image gives other logits: the vision tower took part. */

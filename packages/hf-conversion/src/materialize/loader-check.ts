@@ -4,12 +4,14 @@ import { truncateForMessage } from "@ckpt/errors";
 
 /** The loader calls of `--loader-check`, run by the given Python on a directory (its one argument). */
 // Offline, with every warning transformers logs recorded: a key it did not expect or could not
-// fill fails the model call even when from_pretrained returns. Prints one JSON line.
+// fill fails the model call even when from_pretrained returns (transformers 5's "LOAD REPORT",
+// 4.x's sentences; not bare words: config validation logs "unexpected behavior" for defaults no
+// checkpoint uses). Prints one JSON line.
 const LOADER_CHECK_SCRIPT = `
 import json, logging, os, sys, warnings
 os.environ["HF_HUB_OFFLINE"] = "1"
 out = sys.argv[1]
-KEY_WARNINGS = ("missing", "unexpected", "newly initialized", "not initialized", "mismatch", "not used")
+KEY_WARNINGS = ("load report", "newly initialized", "not initialized from", "were not used when initializing")
 calls = []
 def done(version):
     print(json.dumps({"transformers_version": version, "calls": calls}))
