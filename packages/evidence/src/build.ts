@@ -220,6 +220,7 @@ function checkpointOf(
   return {
     iteration: c.iteration,
     dir: c.dir,
+    depth: c.depth,
     format: c.format === "unknown" ? null : c.format,
     components: [...c.components],
     bytes: c.bytes,
@@ -232,9 +233,11 @@ function checkpointOf(
       c.complete === null
         ? {
             resumable: null,
-            reason: c.pastPointer
-              ? "not probed: past the latest pointer, a save that never committed"
-              : "not probed: a newer complete checkpoint is the resume source",
+            reason: `not probed: ${
+              c.pastPointer
+                ? "past the latest pointer, a save that never committed"
+                : "a newer complete checkpoint is the resume source (resume probes newest first and stops there)"
+            }; format, components and sizes are from its directory listing (\`ckpt resumable\` on it probes it)`,
             findings: [],
           }
         : c.complete
