@@ -211,6 +211,14 @@ async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> 
   return { ok: report.ok, at, problems: report.problems.map((p) => p.code) };
 }
 
+/** Why a checkpoint's `resume.resumable` is null, and where its layout came from instead. */
+const LISTED =
+  "format, components and sizes are from its directory listing (`ckpt resumable` on it probes it)";
+const NOT_PROBED = {
+  pastPointer: `not probed: past the latest pointer, a save that never committed; ${LISTED}`,
+  behindComplete: `not probed: a newer complete checkpoint is the resume source (resume probes newest first and stops there); ${LISTED}`,
+};
+
 function checkpointOf(
   c: RunStatusReport["checkpoints"][number],
   bundle: EvidenceBundle,
@@ -233,11 +241,7 @@ function checkpointOf(
       c.complete === null
         ? {
             resumable: null,
-            reason: `not probed: ${
-              c.pastPointer
-                ? "past the latest pointer, a save that never committed"
-                : "a newer complete checkpoint is the resume source (resume probes newest first and stops there)"
-            }; format, components and sizes are from its directory listing (\`ckpt resumable\` on it probes it)`,
+            reason: c.pastPointer ? NOT_PROBED.pastPointer : NOT_PROBED.behindComplete,
             findings: [],
           }
         : c.complete

@@ -3,7 +3,8 @@
 // pending validation, and what resume=auto would pick). Every other checkpoint's format,
 // components and sizes come from the listing retention's scan already made, and a stat of each
 // component. Read-only; rendering is the caller's.
-import { lstat, readdir } from "node:fs/promises";
+import { lstat, type Stats } from "node:fs";
+import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { mapPool } from "@ckpt/manifest";
 import { throwIfAborted } from "./errors.js";
@@ -89,9 +90,17 @@ export interface RunStatusOptions {
   readonly signal?: AbortSignal;
 }
 
+/**
+ * The path's lstat, undefined when it cannot be read. Through the callback API: it costs half the
+ * CPU of fs/promises' per call, and a status of 10,000 checkpoints makes 30,000 of them.
+ */
+function lstatOrUndefined(path: string): Promise<Stats | undefined> {
+  return new Promise((resolve) => lstat(path, (error, info) => resolve(error === null ? info : undefined)));
+}
+
 /** Bytes of the regular files at a path (a file, or every file under a directory); undefined when absent. */
 async function pathBytes(path: string): Promise<number | undefined> {
-  const info = await lstat(path).catch(() => undefined);
+  const info = await lstatOrUndefined(path);
   if (info === undefined) return undefined;
   if (!info.isDirectory()) return info.isFile() ? info.size : 0;
   let total = 0;

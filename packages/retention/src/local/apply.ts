@@ -1,5 +1,5 @@
 import { messageOf } from "@ckpt/errors";
-import type { Dirent } from "node:fs";
+import { type Dirent, readdir as readdirCallback } from "node:fs";
 import { lstat, readdir, rename, rm, unlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import {
@@ -51,18 +51,16 @@ function requireCheckpointRoot(root: string, action: string): string {
  * A directory's entries, names and kinds, from one listing (a symbolic link is `other`: never
  * followed); a directory that does not exist (removed meanwhile) has none.
  */
-export async function listEntries(dir: string): Promise<CheckpointEntry[]> {
-  let listing: Dirent[];
-  try {
-    listing = await readdir(dir, { withFileTypes: true });
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return [];
-    throw error;
-  }
-  return listing.map((e) => ({
-    name: e.name,
-    kind: e.isFile() ? "file" : e.isDirectory() ? "dir" : "other",
-  }));
+export function listEntries(dir: string): Promise<CheckpointEntry[]> {
+  // The callback API: half the CPU of fs/promises' per call, and a scan makes one per checkpoint.
+  return new Promise((resolve, reject) =>
+    readdirCallback(dir, { withFileTypes: true }, (error, listing) => {
+      if (error !== null) return errnoOf(error) === "ENOENT" ? resolve([]) : reject(error);
+      resolve(
+        listing.map((e) => ({ name: e.name, kind: e.isFile() ? "file" : e.isDirectory() ? "dir" : "other" })),
+      );
+    }),
+  );
 }
 
 /**
