@@ -184,7 +184,7 @@ describe("ckpt ui in a browser", { timeout: 120_000 }, () => {
               `#saves tr[data-kind='checkpoint'][data-iteration='${c.iteration}'] td:nth-child(7)`,
               "title",
             ),
-          ).toContain("directory listing");
+          ).toContain("layout from its listing");
       }
       // The artifact was archived by the demo, and verify=newest verified it.
       const artifact = page.locator("#saves tr[data-kind='artifact']");

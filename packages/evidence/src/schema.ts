@@ -26,6 +26,7 @@ const fileSchema = z.strictObject({
 
 const componentSchema = z.strictObject({
   name: z.string(),
+  /** Relative to the checkpoint's `dir` (`model.pt`, `optim`). */
   path: z.string(),
   kind: z.enum(["file", "directory"]),
   /** On disk now (retention may have released it since the save). */

@@ -42,7 +42,7 @@ const layout = (c: EvidenceCheckpoint) => ({
   iteration: c.iteration,
   depth: c.depth,
   format: c.format,
-  components: c.components.map((x) => [x.name, x.kind, x.present, x.bytes]),
+  components: c.components.map((x) => [x.path, x.kind, x.present, x.bytes]),
   bytes: c.bytes,
 });
 
@@ -58,8 +58,8 @@ it("lists the format, components and sizes of every checkpoint resume does not p
       depth: "listed",
       format: "consolidated",
       components: [
-        ["model", "file", true, 120],
-        ["trainer", "file", true, 11],
+        ["model.pt", "file", true, 120],
+        ["trainer.pt", "file", true, 11],
       ],
       bytes: 131,
     },
@@ -70,7 +70,7 @@ it("lists the format, components and sizes of every checkpoint resume does not p
       components: [
         ["model", "directory", true, 57],
         ["optim", "directory", true, 89],
-        ["trainer", "file", true, 10],
+        ["trainer.pt", "file", true, 10],
       ],
       bytes: 156,
     },
@@ -79,9 +79,9 @@ it("lists the format, components and sizes of every checkpoint resume does not p
       depth: "listed",
       format: "consolidated",
       components: [
-        ["model", "file", true, 100],
-        ["optim", "file", true, 300],
-        ["trainer", "file", true, 10],
+        ["model.pt", "file", true, 100],
+        ["optim.pt", "file", true, 300],
+        ["trainer.pt", "file", true, 10],
       ],
       bytes: 410,
     },
@@ -89,7 +89,7 @@ it("lists the format, components and sizes of every checkpoint resume does not p
   for (const c of checkpoints) {
     // Listed, not probed: no record was read, so no digest, and the bundle says why.
     expect([c.files, c.manifestSha256, c.resume.resumable]).toEqual([null, null, null]);
-    expect(c.resume.reason).toMatch(/^not probed: past the latest pointer.*from its directory listing/);
+    expect(c.resume.reason).toMatch(/^not probed: past the latest pointer.*layout from its listing$/);
     expect(c.retention.pastPointer).toBe(true);
   }
 });
