@@ -5,6 +5,7 @@
 // older checkpoints hold the same files as hard links, so every scan and probe reads real records.
 // The server runs with a budget far above any request, so each time is the full answer's.
 // Build first: pnpm turbo run build --filter=@ckpt/cli... && pnpm bench mcp
+// Then builds the same bundle in this process (@ckpt/evidence's dist), wall and CPU time.
 // Knobs (environment): CKPT_BENCH_CHECKPOINTS (10000), CKPT_BENCH_REPS (5), CKPT_BENCH_DIR (os.tmpdir()).
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -12,7 +13,11 @@ import { link, mkdir, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { createInterface } from "node:readline";
-import { CLI_DIST, median, printTable, run } from "./lib.mjs";
+import { pathToFileURL } from "node:url";
+import { CLI_DIST, measure, median, printTable, run } from "./lib.mjs";
+
+/** The built evidence model, timed in this process too (what status and evidence answer from, without the server). */
+const EVIDENCE_DIST = join(import.meta.dirname, "..", "..", "packages", "evidence", "dist", "index.js");
 
 const env = (name, fallback) => Number(process.env[name] ?? fallback);
 const COUNT = env("CKPT_BENCH_CHECKPOINTS", 10_000);
@@ -109,6 +114,7 @@ async function main() {
       ["tools/list", []],
     ]);
     for (const [name] of calls) times.set(name, []);
+    const laidOut = new Map();
     for (let rep = 0; rep < REPS; rep++) {
       const started = performance.now();
       const server = startServer(dir);
@@ -140,6 +146,12 @@ async function main() {
         if ((name === "status" || name === "evidence") && attempt.checkpoints.length !== COUNT) {
           throw new Error(`${name} holds ${attempt.checkpoints.length} checkpoints, not ${COUNT}`);
         }
+        // How many checkpoints the answer gives a format and components for (all of them, since the unprobed are listed).
+        if (name === "status" || name === "evidence")
+          laidOut.set(
+            name,
+            attempt.checkpoints.filter((c) => c.format !== null && c.components.length > 0).length,
+          );
         times.get(name).push(seconds);
       }
       await server.stop();
@@ -149,7 +161,35 @@ async function main() {
       ["request", "median s", "max s"],
       [...times].map(([name, list]) => [name, median(list).toFixed(3), Math.max(...list).toFixed(3)]),
     );
+    for (const [name, count] of laidOut)
+      console.log(`${name}: ${count} of ${COUNT} checkpoints with their format and components`);
+    // The same bundle built in this process (warm after the first), with its own CPU time.
+    const { buildEvidence } = await import(pathToFileURL(EVIDENCE_DIST).href);
+    const inProcess = [];
+    for (let rep = 0; rep < REPS; rep++) {
+      const m = await measure(() => buildEvidence(join(dir, attempt), { timeoutMs: 600_000 }));
+      if (!m.value.complete || m.value.attempts[0].checkpoints.length !== COUNT)
+        throw new Error(`in process: ${JSON.stringify(m.value.problems)}`);
+      inProcess.push(m);
+    }
+    console.log(`\nbuildEvidence of the attempt in this process, ${REPS} reps:`);
+    printTable(
+      ["", "median s", "max s"],
+      [
+        [
+          "wall",
+          median(inProcess.map((m) => m.seconds)).toFixed(3),
+          Math.max(...inProcess.map((m) => m.seconds)).toFixed(3),
+        ],
+        [
+          "CPU (user + sys)",
+          median(inProcess.map((m) => m.ownCpu)).toFixed(3),
+          Math.max(...inProcess.map((m) => m.ownCpu)).toFixed(3),
+        ],
+      ],
+    );
     const medians = Object.fromEntries([...times].map(([name, list]) => [name, median(list)]));
+    medians["buildEvidence in process"] = median(inProcess.map((m) => m.seconds));
     console.log(`BENCH_JSON ${JSON.stringify({ bench: "mcp", checkpoints: COUNT, reps: REPS, medians })}`);
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -63,9 +63,23 @@ describe("ckpt run status", () => {
     expect(lines[2]).toMatch(/^resume=auto would pick: iteration 30 \(/);
     expect(human).toMatch(/checkpoint\s+state\s+components\s+size\s+upload\s+validation/);
     expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
-    // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one).
-    expect(human).toMatch(/\n\s+20\s+older, not probed\s+-\s+-\s/);
+    // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one), yet their
+    // components and sizes are listed (keep_optim_last=1 released their optimizer state).
+    expect(human).toMatch(/\n\s+20\s+older, not probed\s+model,trainer\s+\d[\d.]* [KM]?i?B\s/);
     expect(report.attempt.checkpoints.map((c) => c.resume.resumable)).toEqual([true, null, null]);
+    expect(report.attempt.checkpoints.map((c) => [c.depth, c.format])).toEqual([
+      ["probed", "consolidated"],
+      ["listed", "consolidated"],
+      ["listed", "consolidated"],
+    ]);
+    const [newest, ...older] = report.attempt.checkpoints;
+    for (const c of older) {
+      expect(c.components.map((x) => [x.name, x.bytes])).toEqual(
+        newest!.components.filter((x) => x.name !== "optim").map((x) => [x.name, expect.any(Number)]),
+      );
+      expect(c.bytes).toBe(c.components.reduce((sum, x) => sum + x.bytes, 0));
+      expect(c.bytes).toBeGreaterThan(0);
+    }
     expect(human).toMatch(/\n\s+15\s+model\s+/);
     // The validation artifact is not archived: a warning, which does not fail the status.
     expect(report.problems.map((p) => [p.code, p.severity])).toEqual([["NOT_ARCHIVED", "warning"]]);

@@ -24,6 +24,7 @@ function attempt(
     checkpoints: checkpoints.map((c) => ({
       iteration: c.iteration,
       dir: `/runs/a/20260901120000/checkpoints/iter_${String(c.iteration).padStart(9, "0")}`,
+      depth: "listed",
       format: "consolidated",
       components: [],
       bytes: 0,

@@ -171,6 +171,24 @@ describe("ckpt ui in a browser", { timeout: 120_000 }, () => {
         await page.getAttribute("#saves tr[data-kind='checkpoint'][data-iteration='80']", "data-resumable"),
       ).toBe("true");
       expect(await page.textContent("#summary")).toContain("resume from iteration 80");
+      // Every full checkpoint shows its format, components and size; the unprobed ones (all but 80)
+      // from their directory listing, which their "not probed" cell says.
+      for (const c of bundle.attempts[0]!.checkpoints) {
+        expect([c.format, c.depth]).toEqual(["consolidated", c.iteration === 80 ? "probed" : "listed"]);
+        const cells = await page
+          .locator(`#saves tr[data-kind='checkpoint'][data-iteration='${c.iteration}'] td`)
+          .allTextContents();
+        expect(cells[3]).toBe(`consolidated: ${c.components.map((x) => x.name).join(", ")}`);
+        expect(c.components.map((x) => x.name)).toContain("model");
+        expect(cells[4]).toMatch(/^\d[\d.]* (B|KiB|MiB)$/);
+        if (c.depth === "listed")
+          expect(
+            await page.getAttribute(
+              `#saves tr[data-kind='checkpoint'][data-iteration='${c.iteration}'] td:nth-child(7)`,
+              "title",
+            ),
+          ).toContain("layout from its listing");
+      }
       // The artifact was archived by the demo, and verify=newest verified it.
       const artifact = page.locator("#saves tr[data-kind='artifact']");
       expect(await artifact.textContent()).toContain(bundle.attempts[0]!.artifacts[0]!.archive!.destination);

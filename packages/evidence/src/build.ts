@@ -4,7 +4,7 @@
 // is asked for); whatever a library raises becomes a problem of the closed set, never a throw, and
 // every directory listing and the whole collection are bounded.
 import { lstat, opendir, stat } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, relative } from "node:path";
 import { describeVolume, probeStorage, type StorageProbeReport, storageVerdict } from "@ckpt/diagnostics";
 import { messageOf } from "@ckpt/errors";
 import { CHECKPOINT_ARTIFACTS_DIR, CHECKPOINTS_DIR, isRunTs, parseRunTs } from "@ckpt/manifest";
@@ -237,6 +237,15 @@ async function verifyResult(budget: Budget, dir: string): Promise<VerifyResult> 
   return { ok: report.ok, at, problems: report.problems.map((p) => p.code) };
 }
 
+/**
+ * Why a checkpoint's `resume.resumable` is null, and where its layout came from instead; short, as
+ * 10,000 checkpoints repeat it and agents' MCP clients read at most 10 MiB per answer.
+ */
+const NOT_PROBED = {
+  pastPointer: "not probed: past the latest pointer (never committed); layout from its listing",
+  behindComplete: "not probed: a newer complete checkpoint is the resume source; layout from its listing",
+};
+
 function checkpointOf(
   c: RunStatusReport["checkpoints"][number],
   bundle: EvidenceBundle,
@@ -246,8 +255,10 @@ function checkpointOf(
   return {
     iteration: c.iteration,
     dir: c.dir,
+    depth: c.depth,
     format: c.format === "unknown" ? null : c.format,
-    components: [...c.components],
+    // Relative to `dir`: the absolute path again for each component would double the answer.
+    components: c.components.map((x) => ({ ...x, path: relative(c.dir, x.path) })),
     bytes: c.bytes,
     files:
       newest && bundle.newestCheckpointFiles !== null
@@ -258,9 +269,7 @@ function checkpointOf(
       c.complete === null
         ? {
             resumable: null,
-            reason: c.pastPointer
-              ? "not probed: past the latest pointer, a save that never committed"
-              : "not probed: a newer complete checkpoint is the resume source",
+            reason: c.pastPointer ? NOT_PROBED.pastPointer : NOT_PROBED.behindComplete,
             findings: [],
           }
         : c.complete

@@ -26,6 +26,7 @@ const fileSchema = z.strictObject({
 
 const componentSchema = z.strictObject({
   name: z.string(),
+  /** Relative to the checkpoint's `dir` (`model.pt`, `optim`). */
   path: z.string(),
   kind: z.enum(["file", "directory"]),
   /** On disk now (retention may have released it since the save). */
@@ -43,7 +44,10 @@ const verifyResultSchema = z
   })
   .nullable();
 
-/** Whether resume would take it, and why: `null` when it was not probed (past the pointer or behind a complete one). */
+/**
+ * Whether resume would take it, and why: `null` when it was not probed (past the pointer, or behind
+ * a newer complete one); `reason` then says which, and that `ckpt resumable <dir>` probes it.
+ */
 const resumableSchema = z.strictObject({
   resumable: z.boolean().nullable(),
   reason: z.string(),
@@ -54,11 +58,19 @@ const resumableSchema = z.strictObject({
 export const checkpointSchema = z.strictObject({
   iteration: z.number().int().nonnegative(),
   dir: z.string(),
+  /**
+   * How format, components and sizes were read: `probed` (its records read as resume reads them:
+   * the resume candidates, newest first up to the first complete one) or `listed` (every other
+   * checkpoint: its directory listing and a stat of each component; no record read, no digest).
+   */
+  depth: z.enum(["probed", "listed"]),
+  /** `consolidated` or `dcp` (`legacy_file` for a single-file checkpoint); null when neither records nor listing show one. */
   format: z.string().nullable(),
   components: z.array(componentSchema),
   bytes: z.number().int().nonnegative(),
-  /** Every file its description records, with digests where hashed; null when not read. */
+  /** Every file its description records, with digests where hashed; null when not read (only the pointer's checkpoint is). */
   files: z.array(fileSchema).nullable(),
+  /** The digest of its description record; null when not read (`depth: "listed"`) or absent. */
   manifest_sha256: z.string().nullable(),
   resume: resumableSchema,
   retention: z.strictObject({

@@ -37,6 +37,7 @@ export {
 // --- full-checkpoint retention: policies, planners, executor (never touches checkpoint_artifacts/)
 export {
   type BestNOptions,
+  type CheckpointEntry,
   type CheckpointInfo,
   type RetentionPolicy,
   type UploadState,
@@ -66,6 +67,7 @@ export {
   type ScanOptions,
   DELETING_SUFFIX,
   applyRetentionPlan,
+  listEntries,
   scanCheckpointRoot,
 } from "./local/apply.js";
 

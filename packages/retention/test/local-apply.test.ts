@@ -69,7 +69,30 @@ describe("scanCheckpointRoot", () => {
     const infos = await scanCheckpointRoot(root, {
       readMetrics: async (_dir, iteration) => ({ loss: iteration / 100 }),
     });
-    expect(infos).toEqual([
+    // Each directory's own listing comes along (names and kinds), so readers need not list it again.
+    const listed = infos.map((info) =>
+      [...(info.entries ?? [])].sort((a, b) => a.name.localeCompare(b.name)),
+    );
+    expect(listed).toEqual([
+      [
+        { name: ".uploaded", kind: "file" },
+        { name: "model.pt", kind: "file" },
+        { name: "optim.pt", kind: "file" },
+        { name: "trainer.pt", kind: "file" },
+      ],
+      [
+        { name: ".uploaded", kind: "file" },
+        { name: "model.pt", kind: "file" },
+        { name: "optim", kind: "dir" },
+        { name: "trainer.pt", kind: "file" },
+      ],
+      [
+        { name: ".uploaded", kind: "file" },
+        { name: "model.pt", kind: "file" },
+        { name: "trainer.pt", kind: "file" },
+      ],
+    ]);
+    expect(infos.map(({ entries: _, ...info }) => info)).toEqual([
       {
         iteration: 100,
         dir: join(root, "iter_000000100"),

@@ -50,13 +50,53 @@ describe("runStatus", () => {
     expect(newest.components.map((c) => c.name)).toEqual(
       expect.arrayContaining(["model", "optim", "trainer"]),
     );
-    expect(report.checkpoints[1]).toMatchObject({ components: [], problems: [], bytes: 0 });
+    expect(newest.depth).toBe("probed");
+    // The older ones are not probed, yet their layout is known from retention's listing: format,
+    // components (the optimizer state released) and their sizes on disk now.
+    for (const older of report.checkpoints.slice(1)) {
+      expect(older).toMatchObject({
+        depth: "listed",
+        format: "consolidated",
+        problems: [],
+        manifestSha256: null,
+      });
+      expect(older.components.map((c) => [c.name, c.kind, c.present])).toEqual([
+        ["model", "file", true],
+        ["trainer", "file", true],
+      ]);
+      for (const c of older.components) expect(c.bytes).toBe((await lstat(c.path)).size);
+      expect(older.bytes).toBe(older.components.reduce((s, c) => s + c.bytes, 0));
+      expect(older.bytes).toBeGreaterThan(0);
+    }
     expect(report.artifacts).toEqual([
       expect.objectContaining({ iteration: 15, components: ["model"], local: "yes", archivedTo: null }),
     ]);
     expect(report.artifacts[0]!.bytes).toBeGreaterThan(0);
     expect(report.pendingValidation).toEqual([]);
     expect(report.problems).toEqual([]);
+  });
+
+  it("lists a DCP checkpoint it does not probe as dcp, its directory components summed", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      keep_optim_last: 2,
+      checkpoint_format: "dcp",
+    });
+    for (const step of [10, 20]) await saveStep(manager, step, { cadence: true });
+    await manager.finalize();
+    const report = await runStatus(manager.attemptDir);
+    const [newest, older] = report.checkpoints;
+    expect([newest?.depth, older?.depth]).toEqual(["probed", "listed"]);
+    expect(older?.format).toBe("dcp");
+    expect(older?.components.map((c) => [c.name, c.kind])).toEqual(
+      newest?.components.map((c) => [c.name, c.kind]),
+    );
+    // The same writer wrote both: the listed sizes are the probed ones.
+    expect(older?.components.map((c) => c.bytes)).toEqual(newest?.components.map((c) => c.bytes));
+    expect(older?.components.find((c) => c.name === "model")).toMatchObject({ kind: "directory" });
+    expect(older?.bytes).toBe(newest?.bytes);
   });
 
   it("probes lazily, newest committed first, up to the first complete one: 20,000 empty iter_* directories cost one probe", async () => {

@@ -72,8 +72,8 @@ function renderRunStatus(dir: string, r: AttemptStatus): string {
           a.checkpoints.map((c) => [
             String(c.iteration),
             stateOf(c),
-            c.resume.resumable === null ? "-" : componentList(c),
-            c.resume.resumable === null ? "-" : formatBytes(c.bytes),
+            componentList(c),
+            formatBytes(c.bytes),
             c.retention.upload,
             c.retention.validation ?? "-",
           ]),

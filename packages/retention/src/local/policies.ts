@@ -3,6 +3,12 @@ import { RetentionError } from "../errors.js";
 /** Whether a full checkpoint's upload left a receipt: none, a legacy one-line marker, or a JSON receipt. */
 export type UploadState = "none" | "legacy" | "receipt";
 
+/** One entry of an iteration directory as its listing shows it (a symbolic link is `other`: never followed). */
+export interface CheckpointEntry {
+  readonly name: string;
+  readonly kind: "file" | "dir" | "other";
+}
+
 /** What retention knows about one `checkpoints/iter_*` directory. Gathered by `scanCheckpointRoot`. */
 export interface CheckpointInfo {
   readonly iteration: number;
@@ -15,6 +21,11 @@ export interface CheckpointInfo {
   readonly metrics?: Readonly<Record<string, number>>;
   /** `latest_checkpoint.txt` names this directory: the resume source, never removed by a planner. */
   readonly isLatest?: boolean;
+  /**
+   * The directory's own entries as the scan listed them (absent when not gathered by the scanner,
+   * empty when it vanished meanwhile), so a reader can tell its layout without listing it again.
+   */
+  readonly entries?: readonly CheckpointEntry[];
 }
 
 /**

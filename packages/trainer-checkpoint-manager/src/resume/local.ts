@@ -18,6 +18,7 @@ import {
   readBoundedFile,
   sha256Hex,
 } from "@ckpt/manifest";
+import { type CheckpointEntry, listEntries } from "@ckpt/retention";
 import { openTorchFile, PickleDict, TorchTensor } from "@ckpt/tensors";
 import { verifyCheckpointDir } from "@ckpt/verify";
 import { messageOf } from "../errors.js";
@@ -183,6 +184,32 @@ async function probeDescribed(
 }
 
 /**
+ * The physical components a checkpoint directory's listing shows (`<name>.pt` files, `<name>/`
+ * directories) and the format they imply: a model directory is DCP; undefined with no component.
+ * Pure.
+ */
+export function componentsListed(
+  dir: string,
+  entries: readonly CheckpointEntry[],
+): { components: ComponentTargets; format: CheckpointFormat | undefined } {
+  const kinds = new Map(entries.map((e) => [e.name, e.kind]));
+  const components: ComponentTargets = {};
+  for (const name of PHYSICAL_COMPONENTS) {
+    if (kinds.get(physicalComponentPath(name, "file")) === "file")
+      components[name] = targetOf(dir, name, "file");
+    else if (kinds.get(physicalComponentPath(name, "dir")) === "dir")
+      components[name] = targetOf(dir, name, "dir");
+  }
+  const format =
+    components.model?.endsWith("/") === true
+      ? "dcp"
+      : Object.keys(components).length > 0
+        ? "consolidated"
+        : undefined;
+  return { components, format };
+}
+
+/**
  * Probes a directory without a description (written before descriptions existed): what is there is
  * the checkpoint. Verify judges what is there; resume also needs the optimizer state.
  */
@@ -190,23 +217,13 @@ async function probeUndescribed(
   dir: string,
   problems: string[],
 ): Promise<{ components: ComponentTargets; format: CheckpointFormat }> {
-  const components: ComponentTargets = {};
-  let format: CheckpointFormat = "consolidated";
-  for (const name of PHYSICAL_COMPONENTS) {
-    const asFile = await entryKind(join(dir, physicalComponentPath(name, "file")));
-    const asDir = await entryKind(join(dir, physicalComponentPath(name, "dir")));
-    if (asFile === "file") components[name] = targetOf(dir, name, "file");
-    else if (asDir === "dir") {
-      components[name] = targetOf(dir, name, "dir");
-      if (name === "model") format = "dcp";
-    }
-  }
+  const { components, format } = componentsListed(dir, await listEntries(dir));
   if (components.optim === undefined) {
     problems.push(
       "its optimizer state (optim.pt or optim/) is missing (pruned by retention?); such a directory serves evaluation or init_from, not resume",
     );
   }
-  return { components, format };
+  return { components, format: format ?? "consolidated" };
 }
 
 /** Probes a copied direct-primary checkpoint: its control manifest and the control files it names. */

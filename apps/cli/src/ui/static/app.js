@@ -104,11 +104,6 @@ function renderTimeline(bundle) {
   const body = document.querySelector("#saves tbody");
   body.replaceChildren(
     ...rows.map(({ attempt, kind, save }) => {
-      const measured = !(
-        kind === "checkpoint" &&
-        save.components.length === 0 &&
-        save.resume.resumable === null
-      );
       const what =
         kind === "checkpoint"
           ? `${save.format ?? "?"}: ${save.components.map((c) => (c.present ? c.name : `${c.name} (gone)`)).join(", ") || "-"}`
@@ -127,7 +122,7 @@ function renderTimeline(bundle) {
         el("td", { class: "num" }, save.iteration),
         el("td", {}, kind === "checkpoint" ? "full checkpoint" : "artifact"),
         el("td", { title: save.dir }, what),
-        el("td", { class: "num" }, measured ? formatBytes(save.bytes) : "not measured"),
+        el("td", { class: "num" }, formatBytes(save.bytes)),
         el("td", { class: "muted" }, "not recorded"),
         resumableCell(kind, save.resume),
         kind === "artifact"
