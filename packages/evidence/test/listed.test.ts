@@ -88,8 +88,8 @@ it("lists the format, components and sizes of every checkpoint resume does not p
   ]);
   for (const c of checkpoints) {
     // Listed, not probed: no record was read, so no digest, and the bundle says why.
-    expect([c.files, c.manifestSha256, c.resume.resumable]).toEqual([null, null, null]);
+    expect([c.files, c.manifest_sha256, c.resume.resumable]).toEqual([null, null, null]);
     expect(c.resume.reason).toMatch(/^not probed: past the latest pointer.*layout from its listing$/);
-    expect(c.retention.pastPointer).toBe(true);
+    expect(c.retention.past_pointer).toBe(true);
   }
 });
