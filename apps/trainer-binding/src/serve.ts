@@ -1,4 +1,4 @@
-import { chmod, lstat, unlink } from "node:fs/promises";
+import { chmod, link, lstat, unlink } from "node:fs/promises";
 import { createServer, type Server, type Socket } from "node:net";
 import { TrainerBindingError } from "./errors.js";
 import { type RequestHandler, serveConnection, toWireError } from "./protocol/connection.js";
@@ -87,20 +87,27 @@ async function pathExists(path: string): Promise<boolean> {
  * Listens on a unix socket only this user may use: the path must not exist (the socket file is the
  * server's own and the returned close removes it), it is created under an owner-only umask (bind
  * happens inside listen), and its mode is set again in case the platform ignores umask.
+ *
+ * The socket is bound as `<path>~` and linked to `path` only once it listens: a client that waits
+ * for `path` to appear (the Python client does) could otherwise connect between bind and listen
+ * and be refused (ECONNREFUSED, seen on a loaded machine).
  */
 export async function listenOwnerOnly(server: Server, path: string): Promise<() => Promise<void>> {
-  if (await pathExists(path)) {
-    throw new TrainerBindingError(
+  const socketExists = () =>
+    new TrainerBindingError(
       "SOCKET_EXISTS",
       `--socket ${path}: the path exists. Another ckpt-trainer may be listening there; if not, remove it and retry`,
       { kind: "refused" },
     );
-  }
+  if (await pathExists(path)) throw socketExists();
+  const bound = `${path}~`;
+  // Ours alone: a leftover is a process killed between its bind and its link.
+  await unlink(bound).catch(() => {});
   const umask = process.umask(0o177);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(path, () => {
+      server.listen(bound, () => {
         server.off("error", reject);
         resolve();
       });
@@ -109,12 +116,16 @@ export async function listenOwnerOnly(server: Server, path: string): Promise<() 
     process.umask(umask);
   }
   try {
-    await chmod(path, 0o600);
+    await chmod(bound, 0o600);
+    // link, not rename: it refuses (EEXIST) a path created meanwhile instead of replacing it.
+    await link(bound, path);
   } catch (error) {
     server.close();
-    await unlink(path).catch(() => {});
+    await unlink(bound).catch(() => {});
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") throw socketExists();
     throw error;
   }
+  await unlink(bound);
   return () =>
     new Promise<void>((resolve) => {
       server.close();

@@ -1,7 +1,7 @@
 // The data process (`ckpt-trainer data`) protocol: frames in, object stored with its digest;
 // ranges out; a refused upload keeps the connection in step; a malformed request closes it.
 import { createHash, randomBytes } from "node:crypto";
-import { readFile, stat } from "node:fs/promises";
+import { readFile, stat, writeFile } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
 import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
@@ -36,6 +36,12 @@ async function start(): Promise<{ socketPath: string; root: string }> {
   }
   return { socketPath, root: dir };
 }
+
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
 
 class Client {
   readonly reader: ByteReader;
@@ -76,6 +82,22 @@ class Client {
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
 describe("ckpt-trainer data", () => {
+  it("its socket appears only once it listens (bound as <socket>~, then linked), past a leftover <socket>~", async () => {
+    const dir = await testdir("ckpt-data-");
+    const socketPath = join(dir, "data.sock");
+    // A process killed between its bind and its link leaves `<socket>~` behind.
+    await writeFile(`${socketPath}~`, "");
+    const until = new Promise<void>((resolve) => {
+      stop = resolve;
+    });
+    served = serveData(socketPath, until, { log: () => {} });
+    while (!(await exists(socketPath))) await new Promise((r) => setTimeout(r, 1));
+    // Connected at first sight of the path: never refused between bind and listen.
+    const client = await Client.open(socketPath);
+    client.socket.end();
+    expect(await exists(`${socketPath}~`)).toBe(false);
+  });
+
   it("stores framed bytes with their size and digest, serves ranges, digests and heads, several requests per connection", async () => {
     const { socketPath, root } = await start();
     const uri = `file://${root}/store/model/__0_0.distcp`;
