@@ -43,6 +43,13 @@ const damages: Array<[string, (iterDir: string) => Promise<void>, readonly strin
     ["VERIFY_FILE_MISSING", "trainer.pt"],
     "MANAGER_RESUME_INCOMPLETE",
   ],
+  [
+    // Not retention state: retention never releases the newest checkpoint's optimizer.
+    "a removed optim.pt in the only checkpoint",
+    (dir) => rm(join(dir, "optim.pt")),
+    ["VERIFY_FILE_MISSING", "optim.pt"],
+    "MANAGER_RESUME_INCOMPLETE",
+  ],
 ];
 
 describe("the operator commands and resume agree on a damaged checkpoint", () => {

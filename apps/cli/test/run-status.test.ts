@@ -65,7 +65,9 @@ describe("ckpt run status", () => {
     expect(human).toMatch(/\n\s+30\s+latest\s+model,optim,trainer\s/);
     // 30 is complete: the older checkpoints are not probed (`ckpt resumable` judges one), yet their
     // components and sizes are listed (keep_optim_last=1 released their optimizer state).
-    expect(human).toMatch(/\n\s+20\s+older, not probed\s+model,trainer\s+\d[\d.]* [KM]?i?B\s/);
+    expect(human).toMatch(
+      /\n\s+20\s+older, not probed, optimizer released\s+model,trainer\s+\d[\d.]* [KM]?i?B\s/,
+    );
     expect(report.attempt.checkpoints.map((c) => c.resume.resumable)).toEqual([true, null, null]);
     expect(report.attempt.checkpoints.map((c) => [c.depth, c.format])).toEqual([
       ["probed", "consolidated"],

@@ -2,8 +2,9 @@
 // attempts this manager wrote: cadence saves with retention, a model-only artifact, a save that
 // never committed, a pending validation and a damaged pointer. The CLI tests cover rendering and
 // exit codes.
-import { lstat, mkdir, rm, writeFile } from "node:fs/promises";
+import { lstat, mkdir, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { verifyCheckpointDir } from "@ckpt/verify";
 import { describe, expect, it } from "vitest";
 import { checkResumable, runStatus } from "../src/index.js";
 import { openManager, saveStep, tempRoot, writeTargets } from "./helpers.js";
@@ -189,6 +190,35 @@ describe("checkResumable", () => {
     expect(released.problems).not.toEqual([]);
     const artifact = await checkResumable(join(attemptDir, "checkpoint_artifacts", "iter_000000015"), null);
     expect(artifact.resumable).toBe(false);
+  });
+
+  it("a DCP optimizer retention released as a whole is retention state for verify and a refusal for resume; half of one is missing files", async () => {
+    const root = await tempRoot();
+    const { manager } = await openManager(root, {
+      ...sync,
+      save_every: 10,
+      keep_optim_last: 2,
+      checkpoint_format: "dcp",
+    });
+    for (const step of [10, 20, 30]) await saveStep(manager, step, { cadence: true });
+    await manager.finalize();
+    const released = await verifyCheckpointDir(iterDir(manager.attemptDir, 10));
+    expect(released).toMatchObject({ ok: true, problems: [] });
+    expect(released.retention?.hasOptimizer).toBe(false);
+    expect(released.retention?.optimizerReleased).toContain("optim/.metadata");
+    const refused = await checkResumable(iterDir(manager.attemptDir, 10), null);
+    expect(refused).toMatchObject({ resumable: false, code: "MANAGER_RESUME_INCOMPLETE" });
+    expect(refused.reason).toContain("retention released the optimizer state (keep_optim_last)");
+    // One shard of an optimizer that is otherwise here: damage, named by file.
+    const half = iterDir(manager.attemptDir, 20);
+    const shard = (await readdir(join(half, "optim"))).find((n) => n.endsWith(".distcp"))!;
+    await rm(join(half, "optim", shard));
+    const damaged = await verifyCheckpointDir(half);
+    expect(damaged.ok).toBe(false);
+    expect(damaged.problems.map((p) => `${p.code} ${p.path}`)).toContain(
+      `VERIFY_FILE_MISSING optim/${shard}`,
+    );
+    expect(damaged.retention).toEqual({ hasOptimizer: true, optimizerReleased: [] });
   });
 
   it("no for a complete checkpoint behind a committed artifact of its attempt", async () => {

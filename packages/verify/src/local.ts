@@ -1,6 +1,6 @@
 import { messageOf } from "@ckpt/errors";
 import { readdir } from "node:fs/promises";
-import { basename, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import {
   ARTIFACT_MANIFEST,
   CHECKPOINT_DESCRIPTION,
@@ -72,6 +72,11 @@ export interface LocalVerifyReport {
   readonly released: readonly string[];
   /** Files whose records carry no digest: only their size was checked. */
   readonly sizeOnly: readonly string[];
+  /**
+   * A full checkpoint's retention state: whether it holds optimizer state, and the recorded
+   * optimizer files that retention (`keep_optim_last`) released as a whole. Absent for other kinds.
+   */
+  readonly retention?: { readonly hasOptimizer: boolean; readonly optimizerReleased: readonly string[] };
   /** What was not checked and why, and facts worth knowing (never problems). */
   readonly notes: readonly string[];
   /** Files whose bytes were hashed, and how many bytes. */
@@ -112,6 +117,10 @@ class Inspection {
   readonly expectations: Expectation[] = [];
   readonly problems: LocalProblem[] = [];
   readonly notes: string[] = [];
+  /** A (role's) local layout holds no optimizer state. */
+  withoutOptimizer = false;
+  /** Recorded optimizer files retention released as a whole (see releaseOptimizerExpectations). */
+  readonly optimizerReleased: string[] = [];
   /** Tensor files to open (structure; plus scans when asked), relative to the root. */
   readonly tensorFiles: Array<{ readonly rel: string; readonly format: TensorFileFormat }> = [];
   /** DCP directories to check, relative to the root. */
@@ -322,10 +331,50 @@ async function inspectLocalLayout(ins: Inspection, prefix: string): Promise<void
     }
   }
   if (!present.has("optim")) {
+    ins.withoutOptimizer = true;
+    await releaseOptimizerExpectations(ins, prefix, descriptionRel);
     ins.notes.push(
       `${prefix || "the checkpoint "}holds no optimizer state (retention keeps it only in the newest keep_optim_last checkpoints): usable for evaluation or initialisation, not for an exact resume`,
     );
   }
+}
+
+/**
+ * The optimizer files a description records, when none of them is here, no archive receipt
+ * records them and a newer checkpoint beside this one still holds optimizer state: optimizer
+ * retention (`keep_optim_last`, which always keeps the newest) released them as a whole, by
+ * design, so they are retention state (`optimizerReleased`), not missing files. An optimizer
+ * partly absent, or absent from the newest checkpoint, keeps its expectations (VERIFY_FILE_MISSING).
+ */
+async function releaseOptimizerExpectations(
+  ins: Inspection,
+  prefix: string,
+  descriptionRel: string,
+): Promise<void> {
+  const isOptimizer = (path: string) => path === `${prefix}optim.pt` || path.startsWith(`${prefix}optim/`);
+  const recorded = ins.expectations.filter((e) => e.record === descriptionRel && isOptimizer(e.path));
+  if (recorded.length === 0 || recorded.some((e) => ins.receipt?.has(e.path))) return;
+  if (!(await newerCheckpointHoldsOptimizer(ins.root, prefix))) return;
+  for (const e of recorded) ins.expectations.splice(ins.expectations.indexOf(e), 1);
+  ins.optimizerReleased.push(...recorded.map((e) => e.path));
+}
+
+/** Whether an `iter_*` sibling newer than `dir` holds optimizer state (in the same role), newest first. */
+async function newerCheckpointHoldsOptimizer(dir: string, prefix: string): Promise<boolean> {
+  const iteration = dirIterationOf(dir);
+  if (iteration === undefined) return false;
+  const parent = dirname(dir.replace(/\/+$/, ""));
+  const newer = (await readdir(parent).catch(() => [] as string[]))
+    .map((name) => ({ name, iteration: parseIterDir(name) }))
+    .filter(
+      (e): e is { name: string; iteration: number } => e.iteration !== undefined && e.iteration > iteration,
+    )
+    .sort((a, b) => b.iteration - a.iteration);
+  for (const { name } of newer) {
+    const at = join(parent, name, `${prefix}optim`);
+    if ((await kindAt(`${at}.pt`)).kind === "file" || (await kindAt(at)).kind === "dir") return true;
+  }
+  return false;
 }
 
 /** A component directory: DCP when it has `.metadata`, else the per-rank `.pt` files a sharded consolidated writer leaves. */
@@ -563,6 +612,9 @@ async function finish(
     problems,
     released: judged.released,
     sizeOnly: judged.sizeOnly,
+    ...(kind === "checkpoint"
+      ? { retention: { hasOptimizer: !ins.withoutOptimizer, optimizerReleased: ins.optimizerReleased } }
+      : {}),
     notes: ins.notes,
     hashedFiles,
     hashedBytes,

@@ -34,6 +34,15 @@ export interface VerifyReport {
   readonly problems: readonly VerifyProblem[];
   readonly released: readonly string[];
   readonly size_only: readonly string[];
+  /**
+   * A full checkpoint's retention state (null for other kinds): whether it holds optimizer state,
+   * and the recorded optimizer files retention (`keep_optim_last`) released as a whole, which are
+   * not problems (`run status` and `evidence` show the same state).
+   */
+  readonly retention: {
+    readonly has_optimizer: boolean;
+    readonly optimizer_released: readonly string[];
+  } | null;
   readonly notes: readonly string[];
   readonly hashed: { readonly files: number; readonly bytes: number };
   /** The archive a receipt binds (check it with `ckpt artifact verify`). */
@@ -78,6 +87,13 @@ function fromLocal(
     problems: report.problems.map(problemOf),
     released: report.released,
     size_only: report.sizeOnly,
+    retention:
+      report.retention === undefined
+        ? null
+        : {
+            has_optimizer: report.retention.hasOptimizer,
+            optimizer_released: report.retention.optimizerReleased,
+          },
     notes: report.notes,
     hashed: { files: report.hashedFiles, bytes: report.hashedBytes },
     archive: report.archive ?? null,
@@ -109,6 +125,7 @@ function emptyReport(kind: VerifyKind, path: string, checks: VerifyReport["check
     problems: [],
     released: [],
     size_only: [],
+    retention: null,
     notes: [],
     hashed: { files: 0, bytes: 0 },
     archive: null,

@@ -34,8 +34,10 @@ function stateOf(c: EvidenceCheckpoint): string {
   const complete = c.resume.resumable;
   if (c.retention.latest) return complete ? "latest" : "latest, INCOMPLETE";
   if (c.retention.past_pointer) return "not committed";
-  if (complete === null) return "older, not probed";
-  return complete ? "complete" : "not resumable";
+  // Retention state in the words `evidence` and `verify` use.
+  const released = c.retention.has_optimizer ? "" : ", optimizer released";
+  if (complete === null) return `older, not probed${released}`;
+  return complete ? "complete" : `not resumable${released}`;
 }
 
 function componentList(c: EvidenceCheckpoint): string {

@@ -47,6 +47,12 @@ function renderVerifyReport(report: VerifyReport, io: Pick<CliIo, "color">): str
     lines.push("", `released after archiving${where}: ${report.released.join(", ")}`);
     lines.push("check the archive itself with `ckpt artifact verify --artifact-dir <dir>`");
   }
+  if (report.retention !== null && report.retention.optimizer_released.length > 0) {
+    lines.push(
+      "",
+      `retention: optimizer released (keep_optim_last): ${report.retention.optimizer_released.join(", ")}; weights and trainer state are checked, an exact resume needs a checkpoint that still holds its optimizer`,
+    );
+  }
   if (report.size_only.length > 0)
     lines.push("", `no digest recorded, size checked: ${report.size_only.join(", ")}`);
   for (const note of report.notes) lines.push(`note: ${note}`);

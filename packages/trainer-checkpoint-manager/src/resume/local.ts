@@ -63,8 +63,15 @@ async function verifiedProblems(
   dir: string,
 ): Promise<{ problems: string[]; unreadable: string[]; changed?: ChangedFiles }> {
   // verify leaves the validation record out (its receipt size is stale by design); readValidation judges it.
-  const found = (await verifyCheckpointDir(dir)).problems;
-  const lines = found.map((p) => `${p.code} ${p.path}: ${p.message}`);
+  const report = await verifyCheckpointDir(dir);
+  const found = report.problems;
+  // Retention state for verify, a refusal for resume: an exact resume needs the optimizer it released.
+  const released = (report.retention?.optimizerReleased ?? []).map(
+    (path) =>
+      `${path}: retention released the optimizer state (keep_optim_last); weights and trainer state are here, an exact resume needs the optimizer`,
+  );
+  const lines = [...found.map((p) => `${p.code} ${p.path}: ${p.message}`), ...released];
+  if (released.length > 0) return { problems: lines, unreadable: [] };
   if (found.length > 0 && found.every((p) => UNREADABLE_CODES.has(p.code)))
     return { problems: [], unreadable: lines };
   // A changed file may also fail to open (a torn zip): it is still the recorded file, changed.
