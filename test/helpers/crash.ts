@@ -274,7 +274,7 @@ export interface CrashReport {
   readonly completions: number;
   /** Median uninterrupted run time (of the last five from fresh state) at the end of the suite. */
   readonly windowMs: number;
-  /** Median start-up time (0 without a `startup` command). */
+  /** Start-up time at the end of the suite: its calibrated share of `windowMs` (0 without a `startup` command). */
   readonly startupMs: number;
   /** Kills aimed into start-up [0, S] and into the work [0.9·S, D]. */
   readonly earlyKills: number;
@@ -376,23 +376,27 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     startupMs = Math.min(median(starts), (windowMs / 0.9) * 0.75);
   }
   const earlyShare = suite.startup === undefined ? 1 : (suite.earlyShare ?? 0.1);
-  const workFrom = 0.9 * startupMs;
+  // Start-up follows the machine as the run time does, as the same share of a run: calibrated on a
+  // loaded machine that later quietens, a fixed start-up would aim every work kill past the end.
+  const startupShare = startupMs / windowMs;
+  const workFrom = () => 0.9 * startupShare * windowMs;
   log(
     suite.armOn !== undefined
       ? `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms after the output matches ${suite.armOn} ` +
           `(median of ${calibrationRuns}); kills uniform in [0, ${windowMs.toFixed(0)}] ms after it`
       : `crash suite seed ${suite.seed}: run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms ` +
           `(medians of ${calibrationRuns}); ${Math.round(earlyShare * 100)}% of kills in [0, ${(suite.startup === undefined ? windowMs : startupMs).toFixed(0)}] ms, ` +
-          `the rest in [${workFrom.toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
+          `the rest in [${workFrom().toFixed(0)}, ${windowMs.toFixed(0)}] ms`,
   );
   /** The kill instant of one attempt: two numbers from the seeded generator. */
   const aim = (): { fraction: number; atMs: number; early: boolean } => {
     const early = random() < earlyShare;
     const fraction = random();
     if (suite.startup === undefined) return { fraction, atMs: fraction * windowMs, early: true };
+    const from = workFrom();
     return early
-      ? { fraction, atMs: fraction * startupMs, early }
-      : { fraction, atMs: workFrom + fraction * Math.max(50, windowMs - workFrom), early };
+      ? { fraction, atMs: fraction * startupShare * windowMs, early }
+      : { fraction, atMs: from + fraction * Math.max(50, windowMs - from), early };
   };
 
   const states: Record<string, number> = {};
@@ -428,7 +432,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
         ...(suite.armOn === undefined ? {} : { armOn: suite.armOn }),
       });
       suite.onAttempt?.({ attempt: attempts, fraction, atMs, killed: result.killed });
-      const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${startupMs.toFixed(0)} ms)`;
+      const where = `round ${round} attempt ${attempts} kill ${kills} at ${atMs.toFixed(1)} ms (u=${fraction.toFixed(4)}, ${early ? "early" : "work"} window; run ${windowMs.toFixed(0)} ms, start-up ${(startupShare * windowMs).toFixed(0)} ms)`;
       if (result.killed) {
         if (early) earlyKills++;
         else workKills++;
@@ -486,7 +490,7 @@ export async function runCrashSuite(suite: CrashSuite): Promise<CrashReport> {
     exitedBeforeKill,
     completions,
     windowMs,
-    startupMs,
+    startupMs: startupShare * windowMs,
     earlyKills,
     workKills,
     retimedRounds: retimed,

@@ -149,7 +149,7 @@ async function writeRandomFile(path, bytes) {
 }
 
 async function writeArtifact(root) {
-  const { hashFiles, serializeArtifactManifest } = await import(pathToFileURL(manifestDist).href);
+  const { hashFiles, ARTIFACT_MANIFEST } = await import(pathToFileURL(manifestDist).href);
   const dir = join(root, "proj", "grp", "run-a", "20260101000000", "checkpoint_artifacts", "iter_000000300");
   await mkdir(join(dir, "optim"), { recursive: true });
   const big = { "model.pt": 0.375, "ref.pt": 0.125, "trainer.pt": 0.0625 };
@@ -190,7 +190,7 @@ async function writeArtifact(root) {
       { name: "trainer", kind: "file", path: "trainer.pt", ...entry(join(dir, "trainer.pt")) },
     ],
   };
-  await writeFile(join(dir, ".posttrain-checkpoint-artifact.json"), serializeArtifactManifest(manifest));
+  await writeFile(join(dir, ".posttrain-checkpoint-artifact.json"), ARTIFACT_MANIFEST.serialize(manifest));
   const files = paths.length + 1;
   return { dir, files, shards: shardNames.length, shardMiB };
 }

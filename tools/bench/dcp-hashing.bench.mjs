@@ -65,6 +65,8 @@ async function plainCopy(src, files, dest) {
 }
 
 const work = await mkdtemp(join(tmpdir(), "ckpt-bench-dcp-"));
+// torch 2 makes its inductor cache in the temporary directory: keep it in the scratch one.
+process.env.TORCHINDUCTOR_CACHE_DIR = join(work, "torchinductor");
 process.on("SIGINT", () => rm(work, { recursive: true, force: true }).finally(() => process.exit(130)));
 try {
   // ---- save: stock vs hashing writer -----------------------------------------------------------

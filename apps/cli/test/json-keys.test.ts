@@ -1,9 +1,7 @@
 // One vocabulary for `--json`: every command's report has snake_case keys only, whatever the
 // library report behind it calls its fields. The commands come from the registry, so a new one
 // fails here until it is given a fixture run below.
-import { mkdir } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { f32ToBf16Bytes, writeTorchFile } from "@ckpt/tensors";
+import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it, vi } from "vitest";
 import { prepareDemoDir } from "../src/demo/directory.js";
@@ -13,6 +11,7 @@ import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 import { nonSnakeKeys, nonSnakeKeysInCkptDocuments } from "./helpers/json-keys.js";
 import { runnableCommands } from "./helpers/registry.js";
+import { torchModel } from "./helpers/torch-model.js";
 
 /** Every report the CLI hands its JSON writer, as the command built it (before any key is converted). */
 const written = vi.hoisted(() => [] as unknown[]);
@@ -26,23 +25,6 @@ vi.mock("../src/json.js", async (importOriginal) => {
     },
   };
 });
-
-/** A real consolidated torch file of a small network. */
-async function torchModel(path: string, k: number): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const shape = [16, 8];
-  await writeTorchFile(path, {
-    tree: { net: { "model.norm.weight": { dtype: "BF16" as const, shape } } },
-    provideTensor: () => {
-      const out = new Uint8Array(16 * 8 * 2);
-      f32ToBf16Bytes(
-        Float32Array.from({ length: 16 * 8 }, (_, i) => (i % 7) * 0.1 + k),
-        out,
-      );
-      return out;
-    },
-  });
-}
 
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
 

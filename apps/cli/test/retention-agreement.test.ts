@@ -16,23 +16,27 @@ async function cli(args: string[]): Promise<{ code: number; out: string }> {
   return { code, out: io.out() };
 }
 
+/** The demo trainer's run of `steps` steps, saving every 10, keeping optimizer state in the newest `keepOptimLast`. */
+async function demoRun(steps: number, keepOptimLast: number) {
+  return train({
+    outputRoot: await testdir("ckpt-cli-retention-"),
+    name: "retention",
+    steps,
+    saveEvery: 10,
+    keepOptimLast,
+    keepModelLast: 0,
+    initSeed: 1,
+    taskSeed: 2,
+    dataSeed: 3,
+  });
+}
+
 const iterDir = (attemptDir: string, i: number) =>
   join(attemptDir, "checkpoints", `iter_${String(i).padStart(9, "0")}`);
 
 describe("retention state agrees across verify, run status, evidence and resume", () => {
   it("an optimizer released by keep_optim_last=1: verify sound with the retention line, status and evidence say released, resume refuses", async () => {
-    const outputRoot = await testdir("ckpt-cli-retention-");
-    const run = await train({
-      outputRoot,
-      name: "retention",
-      steps: 30,
-      saveEvery: 10,
-      keepOptimLast: 1,
-      keepModelLast: 0,
-      initSeed: 1,
-      taskSeed: 2,
-      dataSeed: 3,
-    });
+    const run = await demoRun(30, 1);
     const older = iterDir(run.attemptDir, 20);
     expect(await readdir(older)).not.toContain("optim.pt");
 
@@ -76,18 +80,7 @@ describe("retention state agrees across verify, run status, evidence and resume"
   }, 120_000);
 
   it("the newest optimizer gone while an older checkpoint holds one is damage, not retention", async () => {
-    const outputRoot = await testdir("ckpt-cli-retention-");
-    const run = await train({
-      outputRoot,
-      name: "retention",
-      steps: 20,
-      saveEvery: 10,
-      keepOptimLast: 0,
-      keepModelLast: 0,
-      initSeed: 1,
-      taskSeed: 2,
-      dataSeed: 3,
-    });
+    const run = await demoRun(20, 0);
     const newest = iterDir(run.attemptDir, 20);
     await rm(join(newest, "optim.pt"));
     const verified = await cli(["verify", newest, "--json"]);

@@ -1,11 +1,10 @@
-import { mkdir } from "node:fs/promises";
-import { dirname, join } from "node:path";
-import { f32ToBf16Bytes, writeTorchFile } from "@ckpt/tensors";
+import { join } from "node:path";
 import { testdir } from "@ckpt/test-utils";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../src/run.js";
 import { captureIo } from "./helpers/capture.js";
 import { runnableCommands } from "./helpers/registry.js";
+import { torchModel } from "./helpers/torch-model.js";
 
 /** Commands that make something: stdout is that thing alone, the statistics go to stderr. */
 const MAKERS = [
@@ -42,23 +41,6 @@ const REPORTERS = [
 const SERVERS = ["mcp", "ui"];
 
 const PREFIX = "vlm/grpo/run-a/20260901120000/checkpoints";
-
-/** A real consolidated torch file of a small network, for commit, merge and inspect. */
-async function torchModel(path: string, k: number): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const shape = [16, 8];
-  await writeTorchFile(path, {
-    tree: { net: { "model.norm.weight": { dtype: "BF16" as const, shape } } },
-    provideTensor: () => {
-      const out = new Uint8Array(16 * 8 * 2);
-      f32ToBf16Bytes(
-        Float32Array.from({ length: 16 * 8 }, (_, i) => (i % 7) * 0.1 + k),
-        out,
-      );
-      return out;
-    },
-  });
-}
 
 /**
  * Runs `ckpt <args>` as text, then `ckpt <jsonArgs> --json` (the same by default); returns both

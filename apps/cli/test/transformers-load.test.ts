@@ -44,20 +44,9 @@ describe("transformers loads what ckpt merge and ckpt materialize-hf build", () 
       const root = await testdir("ckpt-cli-transformers-");
       const fixture = await makeTransformersFixture(join(root, "fx"), model, layout, 2, 17);
       expect(fixture.baseShards).toBeGreaterThanOrEqual(2);
-      const merged = join(root, "run", "checkpoint_artifacts", "iter_000000200", "model.pt");
-      const merge = await cli([
-        "merge",
-        "--mode",
-        "avg",
-        "--experts",
-        `${fixture.expert(0)},${fixture.expert(1)}`,
-        "--out",
-        merged,
-        "--quiet",
-      ]);
-      expect(merge.code, merge.err).toBe(0);
+      const mergedModel = await merged(root, fixture);
       const out = join(root, "export");
-      const built = await cli(materializeHfArgs(join(merged, ".."), fixture.base, out, "--json"));
+      const built = await cli(materializeHfArgs(join(mergedModel, ".."), fixture.base, out, "--json"));
       expect(built.code, built.out).toBe(0);
       const notes: string[] = JSON.parse(built.out).notes;
       const applied = notes.filter((n) => n.startsWith("expert layout rule "));
@@ -68,7 +57,7 @@ describe("transformers loads what ckpt merge and ckpt materialize-hf build", () 
       const index = JSON.parse(await readFile(join(out, "model.safetensors.index.json"), "utf8"));
       expect("lm_head.weight" in index.weight_map).toBe(!fixture.tied);
 
-      const load = await loadWithTransformers(out, merged, layout);
+      const load = await loadWithTransformers(out, mergedModel, layout);
       expect(load.loading_info).toEqual({
         missing_keys: [],
         unexpected_keys: [],
