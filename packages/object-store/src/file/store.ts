@@ -12,7 +12,8 @@ import {
 } from "@ckpt/errors";
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
-import { abortError, bodySize, checkedChunks, fileChunksInPlace, openBody } from "../internal/body.js";
+import { abortError, bodySize, checkedChunks, openBody } from "../internal/body.js";
+import { copyFileChecked } from "../internal/file-copy.js";
 import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
 import { noSuchObject, resolveRange } from "../internal/get.js";
@@ -252,20 +253,16 @@ class FileStore implements ObjectStore {
     options: PutOptions | undefined,
     signal: AbortSignal,
   ): Promise<{ dir: HeldDirectory; temp: WrittenTemp }> {
-    // A file is read in place (no buffer allocated per chunk); other bodies arrive as streams.
-    let source: AsyncIterable<Uint8Array>;
-    let size: number | undefined;
-    let stopSource = () => {};
+    // A file is copied by copyFileChecked; other bodies arrive as streams.
+    let source: { file: string; size: number } | { stream: Readable; size: number | undefined };
     if (!(body instanceof Uint8Array) && "path" in body) {
-      size = await bodySize(body, key);
-      source = fileChunksInPlace(body.path, signal);
+      source = { file: body.path, size: (await bodySize(body, key))! };
     } else {
       const opened = await openBody(key, body);
-      addAbortSignal(signal, opened.stream);
-      size = opened.size;
-      source = opened.stream;
-      stopSource = () => opened.stream.destroy();
+      source = { stream: addAbortSignal(signal, opened.stream), size: opened.size };
     }
+    const { size } = source;
+    const stream = "stream" in source ? source.stream : undefined;
     const name = temporaryName(randomBytes(8).toString("hex"));
     let dir: HeldDirectory;
     let handle: FileHandle;
@@ -276,30 +273,28 @@ class FileStore implements ObjectStore {
         open(held.at(name), "wx", 0o644),
       ));
     } catch (error) {
-      // A file body's read stream already holds a descriptor on the source: close it when refusing.
-      stopSource();
+      // Release a stream's source (a caller's stream may hold a descriptor) when refusing.
+      stream?.destroy();
       throw error;
     }
     const path = dir.at(name);
-    // One write in flight while the next chunk is read and hashed: hashing runs on this thread and
-    // the write on libuv's pool, so overlapping them keeps the hash off the put's critical path.
-    let writing: Promise<unknown> = Promise.resolve();
     let written = 0;
+    const onWritten = (reached: number) => {
+      written = reached;
+      options?.onProgress?.(reached);
+    };
     try {
-      for await (const bytes of checkedChunks(key, source, size, options?.sha256)) {
-        await writing;
-        written += bytes.byteLength;
-        const reached = written;
-        writing = handle.write(bytes).then(() => options?.onProgress?.(reached));
+      if ("file" in source) {
+        await copyFileChecked(key, source.file, source.size, options?.sha256, handle, signal, onWritten);
+      } else {
+        await this.writeStream(key, source.stream, size, options?.sha256, handle, onWritten);
       }
-      await writing;
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
       await handle.close();
       return { dir, temp: { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs } };
     } catch (error) {
-      stopSource();
-      await writing.catch(() => {});
+      stream?.destroy();
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       await dir.close().catch(() => {});
@@ -314,6 +309,34 @@ class FileStore implements ObjectStore {
         );
       }
       throw error;
+    }
+  }
+
+  /**
+   * Writes a stream body to `handle`, checked by checkedChunks. One write in flight while the next
+   * chunk is read and hashed: hashing runs on this thread and the write on libuv's pool, so
+   * overlapping them keeps the hash off the put's critical path. Returns once every write is done.
+   */
+  private async writeStream(
+    key: string,
+    stream: Readable,
+    size: number | undefined,
+    sha256: string | undefined,
+    handle: FileHandle,
+    onWritten: (bytes: number) => void,
+  ): Promise<void> {
+    let writing: Promise<unknown> = Promise.resolve();
+    let written = 0;
+    try {
+      for await (const bytes of checkedChunks(key, stream, size, sha256)) {
+        await writing;
+        written += bytes.byteLength;
+        const reached = written;
+        writing = handle.write(bytes).then(() => onWritten(reached));
+      }
+      await writing;
+    } finally {
+      await writing.catch(() => {});
     }
   }
 

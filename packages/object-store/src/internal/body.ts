@@ -69,31 +69,6 @@ export async function openBody(
   return { stream: body.stream, size };
 }
 
-/** Bytes per read of {@link fileChunksInPlace}: large enough that per-read costs vanish. */
-const IN_PLACE_CHUNK = 4 * 1024 * 1024;
-
-/**
- * The bytes of the file at `path`, read into two buffers used in turn instead of a fresh buffer
- * per chunk (allocating and faulting in a new one per read costs more CPU than the copy itself).
- * A yielded view is overwritten two yields later: the consumer must be done with it (its write
- * awaited) before it asks for the chunk after next, which allows one write in flight.
- */
-export async function* fileChunksInPlace(path: string, signal: AbortSignal): AsyncGenerator<Uint8Array> {
-  const buffers = [Buffer.allocUnsafe(IN_PLACE_CHUNK), Buffer.allocUnsafe(IN_PLACE_CHUNK)] as const;
-  const handle = await open(path, "r");
-  try {
-    for (let turn = 0; ; turn++) {
-      if (signal.aborted) throw abortError(path, signal);
-      const buffer = buffers[turn % 2]!;
-      const { bytesRead } = await handle.read(buffer, 0, buffer.byteLength, null);
-      if (bytesRead === 0) return;
-      yield buffer.subarray(0, bytesRead);
-    }
-  } finally {
-    await handle.close();
-  }
-}
-
 /** The error for a body whose byte count differs from what it declared. */
 function sizeMismatch(subject: string, got: number, declared: number): ObjectStoreError {
   return new ObjectStoreError(
@@ -101,6 +76,20 @@ function sizeMismatch(subject: string, got: number, declared: number): ObjectSto
     `put ${subject}: the body delivered ${got} bytes but declared ${declared}. Was the source changed while it was read?`,
     { kind: "input", subject },
   );
+}
+
+/**
+ * What is wrong with `got` bytes of a body that declared `size` (nothing to check when undefined):
+ * more than `size` at any point, or other than `size` once the body `ended`.
+ */
+export function sizeCheck(
+  subject: string,
+  got: number,
+  size: number | undefined,
+  ended: boolean,
+): ObjectStoreError | undefined {
+  if (size === undefined) return undefined;
+  return got > size || (ended && got !== size) ? sizeMismatch(subject, got, size) : undefined;
 }
 
 /** The error for a body whose digest differs from the sha256 option. */
@@ -126,11 +115,13 @@ export async function* checkedChunks(
   let got = 0;
   for await (const bytes of source) {
     got += bytes.byteLength;
-    if (size !== undefined && got > size) throw sizeMismatch(subject, got, size);
+    const overrun = sizeCheck(subject, got, size, false);
+    if (overrun !== undefined) throw overrun;
     hash.update(bytes);
     yield bytes;
   }
-  if (size !== undefined && got !== size) throw sizeMismatch(subject, got, size);
+  const wrongSize = sizeCheck(subject, got, size, true);
+  if (wrongSize !== undefined) throw wrongSize;
   const digest = hash.digest("hex");
   if (sha256 !== undefined && digest !== sha256) throw digestMismatch(subject, digest, sha256);
 }
