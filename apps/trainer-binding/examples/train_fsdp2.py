@@ -188,6 +188,9 @@ def main():
     if rank == 0 and args.result:
         with open(args.result, "w") as f:
             json.dump({"step": step, "digest": final, "resumed_from": point.iter_dir}, f)
+    # Both ranks leave together: a rank that tore its process group down while the other was still
+    # finalizing was seen to abort at exit ("terminate called without an active exception", CI).
+    dist.barrier()
     dist.destroy_process_group()
 
 
