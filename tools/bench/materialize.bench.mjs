@@ -91,20 +91,7 @@ async function main() {
     await makeArtifact(join(fx, "experts", "expert_0", "model.pt"), artifact);
     const out = join(dir, "teacher");
     const copy = join(dir, "copy");
-    const ckptArgs = (extra) => [
-      cli,
-      "materialize-hf",
-      "--ckpt-dir",
-      artifact,
-      "--base",
-      base,
-      "--out",
-      out,
-      "--min-tensors",
-      "0",
-      "--quiet",
-      ...extra,
-    ];
+    const ckptArgs = (extra) => materializeArgs(cli, artifact, base, out, extra);
     const reset = async () => {
       await rm(out, { recursive: true, force: true });
       await rm(copy, { recursive: true, force: true });
@@ -185,6 +172,24 @@ async function main() {
   }
 }
 
+/** The pinned CLI's `materialize-hf` of `artifact` onto `base` into `out`, quiet, then `extra`. */
+function materializeArgs(cli, artifact, base, out, extra) {
+  return [
+    cli,
+    "materialize-hf",
+    "--ckpt-dir",
+    artifact,
+    "--base",
+    base,
+    "--out",
+    out,
+    "--min-tensors",
+    "0",
+    "--quiet",
+    ...extra,
+  ];
+}
+
 /**
  * `--loader-check` (transformers loading the staged build in a child) timed apart from the ratio of
  * record: the generated 2 GiB base is not a model transformers can load, so a tiny Llama built by
@@ -209,20 +214,7 @@ async function timeLoaderCheck(cli, dir, prepare) {
   const artifact = join(dir, "trun", "checkpoint_artifacts", "iter_000000100");
   await makeArtifact(join(fx, "experts", "expert_0", "model.pt"), artifact);
   const out = join(dir, "tout");
-  const args = (extra) => [
-    cli,
-    "materialize-hf",
-    "--ckpt-dir",
-    artifact,
-    "--base",
-    join(fx, "base"),
-    "--out",
-    out,
-    "--min-tensors",
-    "0",
-    "--quiet",
-    ...extra,
-  ];
+  const args = (extra) => materializeArgs(cli, artifact, join(fx, "base"), out, extra);
   const seconds = { with: [], without: [] };
   for (let rep = 0; rep < REPS; rep++) {
     for (const [key, extra] of [
