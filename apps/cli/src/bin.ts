@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import "./uv-threads.js";
 import { runCli } from "./run.js";
 
 runCli(process.argv.slice(2)).then((code) => {

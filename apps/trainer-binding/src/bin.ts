@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import "./uv-threads.js";
 import { runTrainerBin } from "./cli.js";
 
 runTrainerBin(process.argv.slice(2), {

@@ -13,6 +13,7 @@ import {
 import { addAbortSignal, Readable } from "node:stream";
 import { ObjectStoreError } from "../errors.js";
 import { abortError, bodySize, checkedChunks, openBody } from "../internal/body.js";
+import { BackgroundFlush } from "../internal/background-flush.js";
 import { copyFileChecked } from "../internal/file-copy.js";
 import { compareKeys, validateKey, validateListPrefix } from "../internal/keys.js";
 import { infoMetadata, putMetadata } from "../internal/put-options.js";
@@ -279,8 +280,10 @@ class FileStore implements ObjectStore {
     }
     const path = dir.at(name);
     let written = 0;
+    const flush = new BackgroundFlush(() => handle.datasync());
     const onWritten = (reached: number) => {
       written = reached;
+      flush.written(reached);
       options?.onProgress?.(reached);
     };
     try {
@@ -289,12 +292,14 @@ class FileStore implements ObjectStore {
       } else {
         await this.writeStream(key, source.stream, size, options?.sha256, handle, onWritten);
       }
+      await flush.settle();
       await handle.sync();
       const stat = await handle.stat({ bigint: true });
       await handle.close();
       return { dir, temp: { path, ino: stat.ino, size: stat.size, mtimeNs: stat.mtimeNs } };
     } catch (error) {
       stream?.destroy();
+      await flush.settle().catch(() => {});
       await handle.close().catch(() => {});
       await unlink(path).catch(() => {});
       await dir.close().catch(() => {});
