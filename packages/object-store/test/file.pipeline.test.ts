@@ -8,6 +8,7 @@ import { testdir } from "@ckpt/test-utils";
 import { beforeEach, describe, expect, it } from "vitest";
 import { createFileStore } from "../src/file/store.js";
 import { copyFileChecked, copyPlan } from "../src/internal/file-copy.js";
+import { terminateHashThreads } from "../src/internal/hash-threads.js";
 import type { ObjectStore } from "../src/types.js";
 
 const MiB = 1024 * 1024;
@@ -145,6 +146,27 @@ describe("a file body's pipelined put", () => {
     ).rejects.toMatchObject({ code: "STORE_ABORTED" });
     expect(await settledTree(root)).toEqual([]);
     expect(await store.head("a/big.bin")).toBeUndefined();
+  });
+
+  it("fails a put whose hashing thread dies mid-file by its key, leaving nothing; the next put starts a new thread", async () => {
+    const { path, bytes } = await source("big.bin", 40 * MiB);
+    let killed: Promise<void> | undefined;
+    const put = store.put(
+      "a/big.bin",
+      { path },
+      { sha256: sha(bytes), onProgress: () => (killed ??= terminateHashThreads()) },
+    );
+    await expect(put).rejects.toMatchObject({
+      code: "STORE_REQUEST_FAILED",
+      message: expect.stringMatching(/^put a\/big\.bin: its hashing thread failed \(it exited with code 1\)/),
+    });
+    await killed;
+    expect(await settledTree(root)).toEqual([]);
+    expect(await store.head("a/big.bin")).toBeUndefined();
+    expect(await store.put("a/big.bin", { path }, { sha256: sha(bytes) })).toMatchObject({
+      sha256: sha(bytes),
+    });
+    expect((await readFile(join(root, "a/big.bin"))).equals(bytes)).toBe(true);
   });
 
   it("hashes concurrent puts apart: each right digest is accepted, the one wrong digest refused", async () => {

@@ -76,7 +76,7 @@ export async function copyFileChecked(
   let writing: Promise<unknown> = Promise.resolve();
   let got = 0;
   try {
-    if (plan.hashing !== "none") hash = plan.hashing === "thread" ? threadHash() : inlineHash();
+    if (plan.hashing !== "none") hash = plan.hashing === "thread" ? threadHash(subject) : inlineHash();
     for (let turn = 0; ; turn++) {
       if (signal.aborted) throw abortError(subject, signal);
       const slot = slots[turn % slots.length]!;

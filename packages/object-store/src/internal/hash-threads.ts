@@ -52,18 +52,26 @@ const WORKER_SOURCE = `"use strict";
 })();
 `;
 
-function threadFailure(message: string, cause?: unknown): ObjectStoreError {
-  return new ObjectStoreError("STORE_REQUEST_FAILED", `a hashing thread failed: ${message}.`, {
-    kind: "failed",
-    ...(cause === undefined ? {} : { cause }),
-  });
+/** Why a hashing thread ended: its error, or its exit code. */
+interface ThreadEnd {
+  readonly reason: string;
+  readonly cause?: unknown;
+}
+
+/** The failure of a put (`subject`, its key) whose hash was on a thread that failed. */
+function threadFailure(subject: string, end: ThreadEnd): ObjectStoreError {
+  return new ObjectStoreError(
+    "STORE_REQUEST_FAILED",
+    `put ${subject}: its hashing thread failed (${end.reason}); nothing was stored. Retry the put.`,
+    { kind: "failed", subject, ...(end.cause === undefined ? {} : { cause: end.cause }) },
+  );
 }
 
 /** One hashing thread and the replies it owes, oldest first. */
 class HashThread {
   private readonly worker: Worker;
-  private readonly pending: { resolve: (reply: Reply) => void; reject: (error: Error) => void }[] = [];
-  private failure: ObjectStoreError | undefined;
+  private readonly pending: { resolve: (reply: Reply) => void; reject: (end: ThreadEnd) => void }[] = [];
+  private ended: ThreadEnd | undefined;
   /** Hashes started on this thread and not yet finished (to spread puts over threads). */
   streams = 0;
 
@@ -76,30 +84,36 @@ class HashThread {
       this.pending.shift()?.resolve(reply);
       if (this.pending.length === 0) this.worker.unref();
     });
-    this.worker.on("error", (error) => this.end(threadFailure(error.message, error)));
-    this.worker.on("exit", (code) => this.end(threadFailure(`it exited with code ${code}`)));
+    this.worker.on("error", (error) => this.end({ reason: error.message, cause: error }));
+    this.worker.on("exit", (code) => this.end({ reason: `it exited with code ${code}` }));
   }
 
   get dead(): boolean {
-    return this.failure !== undefined;
+    return this.ended !== undefined;
   }
 
-  private end(failure: ObjectStoreError): void {
-    if (this.failure !== undefined) return;
-    this.failure = failure;
-    for (const owed of this.pending.splice(0)) owed.reject(failure);
+  private end(end: ThreadEnd): void {
+    if (this.ended !== undefined) return;
+    this.ended = end;
+    for (const owed of this.pending.splice(0)) owed.reject(end);
     this.onEnd(this);
   }
 
-  async call(request: Request): Promise<Done> {
-    if (this.failure !== undefined) throw this.failure;
+  /** Sends `request` for the put of `subject`; a failure names that put. */
+  async call(subject: string, request: Request): Promise<Done> {
+    if (this.ended !== undefined) throw threadFailure(subject, this.ended);
     const reply = await new Promise<Reply>((resolve, reject) => {
       if (this.pending.length === 0) this.worker.ref();
-      this.pending.push({ resolve, reject });
+      this.pending.push({ resolve, reject: (end) => reject(threadFailure(subject, end)) });
       this.worker.postMessage(request);
     });
-    if (!reply.ok) throw threadFailure(reply.message);
+    if (!reply.ok) throw threadFailure(subject, { reason: reply.message });
     return reply;
+  }
+
+  /** Ends the thread as a crash would (tests: a put must fail cleanly and the next one work). */
+  async terminate(): Promise<void> {
+    await this.worker.terminate();
   }
 }
 
@@ -117,12 +131,18 @@ function pickThread(): HashThread {
   return threads.reduce((best, thread) => (thread.streams < best.streams ? thread : best));
 }
 
+/** Ends every hashing thread as a crash would; later hashes start new ones. For tests. */
+export async function terminateHashThreads(): Promise<void> {
+  await Promise.all([...threads].map((thread) => thread.terminate()));
+}
+
 /**
  * A SHA-256 run on a hashing thread (at most two, started on first use), so hashing leaves the
  * JavaScript thread free to read and write while it runs. Chunks must be views of a
- * SharedArrayBuffer and stay untouched until their `update` resolves.
+ * SharedArrayBuffer and stay untouched until their `update` resolves. `subject` (the put's key)
+ * is named by a thread's failure.
  */
-export function threadHash(): StreamingHash {
+export function threadHash(subject: string): StreamingHash {
   const thread = pickThread();
   const id = nextId++;
   thread.streams++;
@@ -133,7 +153,7 @@ export function threadHash(): StreamingHash {
   };
   return {
     update: async (bytes) => {
-      await thread.call({
+      await thread.call(subject, {
         type: "update",
         id,
         buffer: bytes.buffer as SharedArrayBuffer,
@@ -143,12 +163,12 @@ export function threadHash(): StreamingHash {
     },
     digest: async () => {
       finish();
-      return (await thread.call({ type: "digest", id })).digest!;
+      return (await thread.call(subject, { type: "digest", id })).digest!;
     },
     discard: () => {
       if (!open) return;
       finish();
-      if (!thread.dead) thread.call({ type: "discard", id }).catch(() => {});
+      if (!thread.dead) thread.call(subject, { type: "discard", id }).catch(() => {});
     },
   };
 }
