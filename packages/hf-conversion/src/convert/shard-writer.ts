@@ -42,13 +42,15 @@ function shardWriterThread(
     size: number;
     unflushed: number;
     flushing: Promise<void> | undefined;
+    /** A background flush's failure, thrown at close: Linux reports it once per open file, so the final fsync would not. */
+    flushFailure: Error | undefined;
   };
   const files = new Map<number, Open>();
   const reason = (error: unknown) => (error instanceof Error ? error.message : String(error));
   const flush = (f: Open) =>
     new Promise<void>((resolve) =>
-      fs.fdatasync(f.fd, () => {
-        // A failed background flush surfaces at the final fsync, which fails the same way.
+      fs.fdatasync(f.fd, (error) => {
+        f.flushFailure ??= error ?? undefined;
         f.flushing = undefined;
         resolve();
       }),
@@ -81,6 +83,7 @@ function shardWriterThread(
           size: 0,
           unflushed: 0,
           flushing: undefined,
+          flushFailure: undefined,
         });
         port.postMessage({ seq: m.seq });
       } else if (m.type === "range") {
@@ -99,6 +102,7 @@ function shardWriterThread(
         // Later requests (the next file) go on meanwhile: this awaits only this file's fsync.
         const f = files.get(m.file)!;
         await f.flushing;
+        if (f.flushFailure !== undefined) throw f.flushFailure;
         await new Promise<void>((resolve, reject) => fs.fsync(f.fd, (e) => (e ? reject(e) : resolve())));
         await drop(m.file);
         port.postMessage({ seq: m.seq, size: f.size, sha256: f.hash.digest("hex") });
