@@ -14,7 +14,12 @@ import { mkdir, mkdtemp, open, readdir, rm, stat, unlink } from "node:fs/promise
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { MiB, measure, median, printTable, run } from "./lib.mjs";
+import { holdFreeMemory, MiB, measure, median, printTable, run, warmFreeMemory } from "./lib.mjs";
+
+// As the ckpt and ckpt-trainer bins do (apps/cli/src/uv-threads.ts): publish's background flushes
+// each hold a thread of libuv's pool. Set before this process's first pooled call; the reference
+// copy runs on the same pool.
+process.env.UV_THREADPOOL_SIZE ??= "8";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = join(here, "..", "..");
@@ -67,7 +72,11 @@ async function plainCopy(src, files, dest) {
 const work = await mkdtemp(join(tmpdir(), "ckpt-bench-dcp-"));
 // torch 2 makes its inductor cache in the temporary directory: keep it in the scratch one.
 process.env.TORCHINDUCTOR_CACHE_DIR = join(work, "torchinductor");
-process.on("SIGINT", () => rm(work, { recursive: true, force: true }).finally(() => process.exit(130)));
+const releaseFreeMemory = holdFreeMemory();
+process.on("SIGINT", () => {
+  releaseFreeMemory();
+  rm(work, { recursive: true, force: true }).finally(() => process.exit(130));
+});
 try {
   // ---- save: stock vs hashing writer -----------------------------------------------------------
   console.log(`DCP save of ${TOTAL_MIB} MiB on 2 gloo ranks, ${REPS} reps of each writer, alternating`);
@@ -99,6 +108,7 @@ try {
     for (const side of rep % 2 === 0 ? ["publish", "copy"] : ["copy", "publish"]) {
       const dest = join(work, `${side}-${rep}`);
       await mkdir(dest);
+      await warmFreeMemory(work, 2 * payloadBytes);
       // Flush the previous sample's writes, so they are not charged to this sample's fsyncs.
       await run("sync", []);
       if (side === "publish") {
@@ -173,5 +183,6 @@ try {
     })}`,
   );
 } finally {
+  releaseFreeMemory();
   await rm(work, { recursive: true, force: true });
 }
