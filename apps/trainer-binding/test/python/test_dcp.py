@@ -7,6 +7,7 @@ sidecar; the interpreter is the PyTorch 2 one.
 import atexit
 import collections
 import hashlib
+import io
 import json
 import os
 import random
@@ -20,6 +21,7 @@ import tempfile
 import threading
 import time
 import unittest
+import zipfile
 
 import torch
 import torch.distributed as dist
@@ -29,6 +31,7 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Shard, distribute_tensor
 
+import ckpt_dcp
 from ckpt_dcp import DESCRIPTION_FILES, CkptDcpError, HashingFileSystemReader, HashingFileSystemWriter, inventory_of, refusal_of
 from torch.distributed.checkpoint.api import CheckpointException
 from ckpt_trainer_client import CkptTrainerError, RankGroup, Sidecar, fsync_file
@@ -220,6 +223,182 @@ class WriterThreadsTests(unittest.TestCase):
             for entry in writer.inventory:
                 path = os.path.join(root, entry["path"])
                 self.assertEqual((entry["size"], entry["sha256"]), (os.path.getsize(path), sha256_of(path)))
+
+
+class DeferredHashTests(unittest.TestCase):
+    """The hashing stream runs its hash behind the writes only where the bytes stay put."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory(prefix="ckpt-dcp-defer-")
+        self.pins = ckpt_dcp._StoragePins()
+        self.path = os.path.join(self.dir.name, "f")
+        self.stream = ckpt_dcp._HashingStream(open(self.path, "wb"), self.path, self.pins)
+        # The hashing thread is held until release is set: what a write waits for is then visible.
+        self.release = threading.Event()
+        self.priority = []
+
+        def hold():
+            self.priority.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            self.release.wait(30)
+
+        self.stream._last = self.stream._hasher.submit(hold)
+
+    def tearDown(self):
+        self.release.set()
+        self.stream.close()
+        self.pins.clear()
+        self.dir.cleanup()
+
+    def finish(self):
+        self.release.set()
+        self.stream.close()
+        self.assertEqual(self.stream.hexdigest(), sha256_of(self.path))
+        self.assertEqual(self.stream.size, os.path.getsize(self.path))
+
+    def test_a_write_out_of_a_pinned_storage_returns_before_it_is_hashed(self):
+        tensor = self.pins.pin(torch.arange(1 << 20, dtype=torch.float32))  # 4 MiB
+        self.stream.write(memoryview(tensor.numpy()).cast("B"))
+        self.assertFalse(self.stream._last.done())
+        self.finish()
+
+    def test_a_large_write_from_other_memory_is_hashed_before_write_returns(self):
+        buffer = bytearray(os.urandom(2 << 20))
+        done = []
+        thread = threading.Thread(target=lambda: done.append(self.stream.write(buffer)))
+        thread.start()
+        thread.join(0.5)
+        self.assertEqual(done, [])  # waiting for the held hash
+        self.release.set()
+        thread.join(30)
+        self.assertEqual(done, [len(buffer)])
+        buffer[:] = bytes(len(buffer))  # the caller reuses its buffer: the digest is of what was written
+        self.finish()
+
+    def test_a_small_write_is_copied_so_its_buffer_may_be_reused_at_once(self):
+        buffer = bytearray(b"zip header " * 10)
+        self.stream.write(buffer)
+        self.assertFalse(self.stream._last.done())
+        buffer[:] = bytes(len(buffer))
+        self.finish()
+
+    def test_a_pinned_storage_covers_only_its_own_bytes(self):
+        tensor = self.pins.pin(torch.ones(1000))
+        inside = memoryview(tensor.numpy()).cast("B")
+        self.assertTrue(self.pins.holds(inside[100:200]))
+        self.assertFalse(self.pins.holds(memoryview(bytearray(4000))))
+        self.pins.clear()
+        self.assertFalse(self.pins.holds(inside))
+
+    def test_a_view_of_a_larger_storage_is_pinned_as_a_compact_copy_and_saved_right(self):
+        base = torch.arange(10000.0)
+        pinned = self.pins.pin(base[100:300])
+        self.assertEqual(pinned.untyped_storage().nbytes(), pinned.nbytes)
+        self.assertTrue(torch.equal(pinned, base[100:300]))
+        with tempfile.TemporaryDirectory(prefix="ckpt-dcp-view-") as root:
+            writer = HashingFileSystemWriter(root)
+            dcp.save({"v": base[100:300], "w": base.reshape(100, 100).t()}, storage_writer=writer)
+            self.assertFalse(writer.fs.pins.holds(memoryview(pinned.numpy()).cast("B")))  # released after the save
+            for entry in writer.inventory:
+                self.assertEqual(entry["sha256"], sha256_of(os.path.join(root, entry["path"])))
+            state = {"v": torch.zeros(200), "w": torch.zeros(100, 100)}
+            dcp.load(state, storage_reader=FileSystemReader(root))
+            self.assertTrue(torch.equal(state["v"], base[100:300]))
+            self.assertTrue(torch.equal(state["w"], base.reshape(100, 100).t()))
+
+    def test_a_failed_write_still_waits_for_the_hashes_before_the_stream_is_left(self):
+        fs = ckpt_dcp._HashingFileSystem()
+        tensor = fs.pins.pin(torch.ones(1 << 20))
+        hashed = []
+        with self.assertRaises(OSError):
+            with fs.create_stream(os.path.join(self.dir.name, "g"), "wb") as stream:
+                stream._hasher.submit(lambda: (time.sleep(0.3), hashed.append(True)))
+                stream.write(memoryview(tensor.numpy()).cast("B"))
+                raise OSError("disk full")
+        self.assertEqual(hashed, [True])
+        self.assertTrue(stream._hasher._shutdown)
+
+    def test_a_dcp_save_hashes_a_tensor_s_bytes_in_place_behind_the_write(self):
+        seen = []
+        holds = ckpt_dcp._StoragePins.holds
+
+        def recording(pins, view):
+            seen.append((len(view), holds(pins, view)))
+            return seen[-1][1]
+
+        ckpt_dcp._StoragePins.holds = recording
+        try:
+            with tempfile.TemporaryDirectory(prefix="ckpt-dcp-inplace-") as root:
+                writer = HashingFileSystemWriter(root)
+                dcp.save({"w": torch.rand(1024, 1024)}, storage_writer=writer)
+                for entry in writer.inventory:
+                    self.assertEqual(entry["sha256"], sha256_of(os.path.join(root, entry["path"])))
+        finally:
+            ckpt_dcp._StoragePins.holds = holds
+        # torch.save hands the 4 MiB storage to the stream in place: if it copied it first, every
+        # save would hash beside its writes again.
+        self.assertEqual(seen, [(4 << 20, True)])
+
+    def test_the_hashing_thread_runs_below_its_writer(self):
+        self.release.set()
+        self.stream._last.result()
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        self.assertEqual(self.priority, [min(mine + 5, 19)])
+
+
+def zip_crcs(data):
+    """The CRC-32 each record of a torch.save zip (bytes) declares, and whether they all hold."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return [info.CRC for info in z.infolist()], z.testzip() is None
+
+
+def saved_bytes(tensor):
+    buffer = io.BytesIO()
+    torch.save(tensor, buffer)
+    return buffer.getvalue()
+
+
+class ZipCrcTests(unittest.TestCase):
+    def test_the_writer_s_records_carry_no_crc_and_still_load(self):
+        with tempfile.TemporaryDirectory(prefix="ckpt-dcp-crc-") as root:
+            # A file per item: each .distcp is then one torch.save zip.
+            writer = HashingFileSystemWriter(root, thread_count=2, single_file_per_rank=False)
+            dcp.save({"a": torch.arange(1000.0), "b": torch.ones(10)}, storage_writer=writer)
+            items = sorted(f for f in os.listdir(root) if f.endswith(".distcp"))
+            self.assertEqual(len(items), 2)
+            for name in items:
+                with open(os.path.join(root, name), "rb") as f:
+                    crcs, intact = zip_crcs(f.read())
+                self.assertEqual(set(crcs), {0}, name)
+                self.assertFalse(intact, name)
+            state = {"a": torch.zeros(1000), "b": torch.zeros(10)}
+            dcp.load(state, storage_reader=FileSystemReader(root))
+            self.assertTrue(torch.equal(state["a"], torch.arange(1000.0)))
+            self.assertTrue(torch.equal(state["b"], torch.ones(10)))
+        # After the save, this thread's own torch.save has its CRCs again.
+        crcs, intact = zip_crcs(saved_bytes(torch.arange(1000.0)))
+        self.assertTrue(intact and all(crcs))
+
+    def test_another_thread_s_torch_save_keeps_its_crc_while_a_writer_thread_skips_it(self):
+        inside = threading.Event()
+        done = threading.Event()
+        seen = {}
+
+        def writer_thread():
+            with ckpt_dcp._skipping_zip_crc():
+                seen["writer"] = zip_crcs(saved_bytes(torch.ones(100)))
+                inside.set()
+                done.wait(30)
+
+        thread = threading.Thread(target=writer_thread)
+        thread.start()
+        try:
+            self.assertTrue(inside.wait(30))
+            seen["other"] = zip_crcs(saved_bytes(torch.ones(100)))
+        finally:
+            done.set()
+            thread.join()
+        self.assertEqual(set(seen["writer"][0]), {0})
+        self.assertTrue(seen["other"][1] and all(seen["other"][0]))
 
 
 def async_rank_main(rank, root, out):
